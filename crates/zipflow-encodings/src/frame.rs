@@ -1,0 +1,136 @@
+//! Frame of reference: subtract the minimum, so the child stores small unsigned offsets.
+//!
+//! `for | bitpack` is decoded in one fused pass (unpack and add the reference per 1024-value
+//! vector, FastLanes' `unfor_pack`); any other child is decoded first and the reference added
+//! after.
+//!
+//! Node: meta = `[reference: u64]` (the minimum's bits, zero-extended); child 0 = the offsets
+//! `v - min` as the unsigned type of the same width.
+
+use crate::node::{EncodedNode, NodeView};
+use crate::{Encoding, Pattern, Scratch, Slot, bitpack, encode_child, expect_child};
+use fastlanes::FoR;
+use zipflow_core::values::IntVecOf;
+use zipflow_core::{Error, Int, PType, Plan, Result, VECTOR_LEN, Values, match_ints};
+
+/// `for`.
+pub struct FrameOfReference;
+
+/// On-disk id of [`FrameOfReference`].
+pub const ID: u16 = 3;
+
+/// The minimum and the offsets from it, as unsigned values.
+pub fn offsets<T: Int>(values: &[T]) -> (T, Vec<<T as Int>::U>) {
+    let min = values.iter().copied().min().unwrap_or(T::ZERO);
+    let offs = values
+        .iter()
+        .map(|v| v.wrapping_sub(min).to_bits())
+        .collect();
+    (min, offs)
+}
+
+impl Encoding for FrameOfReference {
+    fn id(&self) -> u16 {
+        ID
+    }
+    fn name(&self) -> &'static str {
+        "for"
+    }
+    fn pattern(&self) -> Pattern {
+        Pattern::FullyParallel
+    }
+    fn slots(&self) -> &'static [Slot] {
+        &[Slot {
+            name: "",
+            default: "bitpack",
+        }]
+    }
+    fn accepts(&self, ptype: PType) -> bool {
+        ptype.is_int()
+    }
+
+    fn encode(&self, plan: &Plan, input: &Values) -> Result<EncodedNode> {
+        let Values::Int(v) = input else {
+            return Err(Error::plan(plan, "for needs integers"));
+        };
+        let (reference, child) = match_ints!(v, T, x => {
+            let (min, offs) = offsets(x);
+            (min.to_u64(), Values::Int(<<T as Int>::U as IntVecOf>::wrap(offs)))
+        });
+        let mut node = EncodedNode::new(ID, v.ptype(), v.len())?;
+        node.meta = reference.to_le_bytes().to_vec();
+        node.children.push(encode_child(plan, self, "", &child)?);
+        Ok(node)
+    }
+
+    fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
+        node.expect_shape("for", 0, 1)?;
+        let mut meta = node.meta_reader();
+        let reference = meta.u64("reference")?;
+        meta.finish("for")?;
+        let Values::Int(out) = out else {
+            return Err(Error::corrupt("for node for non-integer values"));
+        };
+        let child_type = bitpack::unsigned_of(node.ptype);
+        expect_child(node, 0, "offsets", child_type, Some(node.len))?;
+        let child = &node.children[0];
+        match_ints!(out, T, o => {
+            let r = T::from_u64_wrapping(reference).to_bits();
+            let mut bits: Vec<<T as Int>::U> = bytemuck::allocation::cast_vec(std::mem::take(o));
+            let result = decode_offsets::<<T as Int>::U>(child, r, &mut bits, scratch);
+            *o = bytemuck::allocation::cast_vec(bits);
+            result?;
+        });
+        Ok(())
+    }
+}
+
+/// Decodes the offsets child and adds `reference`, fused with unpacking when the child is a
+/// `bitpack` node.
+fn decode_offsets<U: Int + FoR>(
+    child: &NodeView<'_>,
+    reference: U,
+    out: &mut Vec<U>,
+    scratch: &mut Scratch,
+) -> Result<()>
+where
+    U: IntVecOf,
+{
+    if child.id == bitpack::ID {
+        let mut copy = Vec::new();
+        let p = bitpack::view::<U>(child, &mut copy)?;
+        let n = bitpack::vectors(child.len);
+        out.clear();
+        out.resize(n * VECTOR_LEN, U::ZERO);
+        if p.width == 0 {
+            out.fill(reference);
+        } else {
+            let per_vector = VECTOR_LEN * p.width / U::BITS as usize;
+            for (src, dst) in p
+                .words
+                .chunks_exact(per_vector)
+                .zip(out.chunks_exact_mut(VECTOR_LEN))
+            {
+                // SAFETY: `bitpack::view` checked `width <= U::BITS` and that `words` holds
+                // exactly `n` vectors of `per_vector` words; `dst` is one 1024-value vector.
+                unsafe { U::unchecked_unfor_pack(p.width, src, reference, dst) };
+            }
+        }
+        out.truncate(child.len);
+        return Ok(());
+    }
+    let decoded = scratch.decode(child)?;
+    let result = match &decoded {
+        Values::Int(iv) => match U::slice(iv) {
+            Some(offs) => {
+                out.clear();
+                out.extend(offs.iter().map(|&d| d.wrapping_add(reference)));
+                Ok(())
+            }
+            None => Err(Error::corrupt("for offsets have the wrong type")),
+        },
+        _ => Err(Error::corrupt("for offsets are not integers")),
+    };
+    scratch.give(decoded);
+    result
+}

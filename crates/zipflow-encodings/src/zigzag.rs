@@ -1,0 +1,107 @@
+//! ZigZag: maps signed values to unsigned so that small magnitudes become small numbers
+//! (0, -1, 1, -2, ... -> 0, 1, 2, 3, ...). Unsigned input is read as two's complement.
+//!
+//! Node: no meta; child 0 = the mapped values, as the unsigned type of the same width.
+
+use crate::node::{EncodedNode, NodeView};
+use crate::{Encoding, Pattern, Scratch, Slot, bitpack, encode_child, expect_child};
+use zipflow_core::values::IntVecOf;
+use zipflow_core::{Error, Int, PType, Plan, Result, Values, match_ints};
+
+/// `zigzag`.
+pub struct ZigZag;
+
+/// On-disk id of [`ZigZag`].
+pub const ID: u16 = 4;
+
+/// Encodes one value's bits.
+#[inline(always)]
+pub fn zigzag(bits: u64, width: u32) -> u64 {
+    let shift = 64 - width;
+    let signed = ((bits << shift) as i64) >> shift;
+    ((signed << 1) ^ (signed >> 63)) as u64 & (u64::MAX >> shift)
+}
+
+/// Decodes one value's bits.
+#[inline(always)]
+pub fn unzigzag(z: u64) -> u64 {
+    (z >> 1) ^ (z & 1).wrapping_neg()
+}
+
+impl Encoding for ZigZag {
+    fn id(&self) -> u16 {
+        ID
+    }
+    fn name(&self) -> &'static str {
+        "zigzag"
+    }
+    fn pattern(&self) -> Pattern {
+        Pattern::FullyParallel
+    }
+    fn slots(&self) -> &'static [Slot] {
+        &[Slot {
+            name: "",
+            default: "bitpack",
+        }]
+    }
+    fn accepts(&self, ptype: PType) -> bool {
+        ptype.is_int()
+    }
+
+    fn encode(&self, plan: &Plan, input: &Values) -> Result<EncodedNode> {
+        let Values::Int(v) = input else {
+            return Err(Error::plan(plan, "zigzag needs integers"));
+        };
+        let child = match_ints!(v, T, x => {
+            let z: Vec<<T as Int>::U> = x
+                .iter()
+                .map(|e| <T as Int>::U::from_u64_wrapping(zigzag(e.to_u64(), T::BITS)))
+                .collect();
+            Values::Int(<<T as Int>::U as IntVecOf>::wrap(z))
+        });
+        let mut node = EncodedNode::new(ID, v.ptype(), v.len())?;
+        node.children.push(encode_child(plan, self, "", &child)?);
+        Ok(node)
+    }
+
+    fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
+        node.expect_shape("zigzag", 0, 1)?;
+        node.meta_reader().finish("zigzag")?;
+        expect_child(node, 0, "zigzag", bitpack::unsigned_of(node.ptype), Some(node.len))?;
+        let decoded = scratch.decode(&node.children[0])?;
+        let Values::Int(o) = out else {
+            return Err(Error::corrupt("zigzag node for non-integer values"));
+        };
+        let result = match &decoded {
+            Values::Int(z) => match_ints!(o, T, o => {
+                match <<T as Int>::U as IntVecOf>::slice(z) {
+                    Some(z) => {
+                        o.clear();
+                        o.extend(z.iter().map(|e| T::from_u64_wrapping(unzigzag(e.to_u64()))));
+                        Ok(())
+                    }
+                    None => Err(Error::corrupt("zigzag child has the wrong type")),
+                }
+            }),
+            _ => Err(Error::corrupt("zigzag child is not integers")),
+        };
+        scratch.give(decoded);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_small_magnitudes_to_small_numbers() {
+        for (v, z) in [(0i64, 0u64), (-1, 1), (1, 2), (-2, 3), (i64::MIN, u64::MAX)] {
+            assert_eq!(zigzag(v as u64, 64), z);
+            assert_eq!(unzigzag(z) as i64, v);
+        }
+        assert_eq!(zigzag((-1i8) as u8 as u64, 8), 1);
+        assert_eq!(zigzag(i8::MIN as u8 as u64, 8), 255);
+        assert_eq!(unzigzag(255) as u8 as i8, i8::MIN);
+    }
+}
