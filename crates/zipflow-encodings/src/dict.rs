@@ -1,14 +1,64 @@
-//! `dict` (not yet implemented).
+//! Dictionary: the distinct values, sorted, and one code per value indexing them.
+//!
+//! The dictionary is sorted (strictly increasing in the stream's type) so that a range
+//! predicate can be mapped to a range of codes and evaluated without decoding. Codes are the
+//! narrowest unsigned type that indexes the dictionary: u8 up to 256 entries, u16 up to
+//! 65536, u32 beyond.
+//!
+//! Decoding checks every code against the dictionary length once, then gathers without bounds
+//! checks. With a `bitpack` codes child (the default) the two are fused: each 1024-code vector
+//! is unpacked into a stack buffer, checked, and gathered straight into the output, so the
+//! codes are never materialised as a whole; when the bit width cannot express a code past the
+//! dictionary's end, the check is skipped altogether.
+//!
+//! Node: no meta; child 0 (`codes`) = the codes, u8/u16/u32 by the dictionary length;
+//! child 1 (`values`) = the dictionary, same type as the stream.
 
 use crate::node::{EncodedNode, NodeView};
-use crate::{Encoding, Pattern, Scratch, Slot};
-use zipflow_core::{Error, PType, Plan, Result, Values};
+use crate::{Encoding, Pattern, Scratch, Slot, bitpack, encode_child, expect_child};
+use fastlanes::BitPacking;
+use zipflow_core::values::IntVecOf;
+use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, VECTOR_LEN, Values, match_ints};
 
-/// `dict`.
+/// `dict(codes: P, values: Q)`.
 pub struct Dict;
 
 /// On-disk id of [`Dict`].
 pub const ID: u16 = 7;
+
+/// Header (16 B) plus two child-table entries; no meta.
+const NODE_OVERHEAD: usize = 24;
+
+/// The code type for a dictionary of `len` entries.
+pub fn code_type(len: usize) -> PType {
+    if len <= 1 << 8 {
+        PType::U8
+    } else if len <= 1 << 16 {
+        PType::U16
+    } else {
+        PType::U32
+    }
+}
+
+/// The sorted distinct values of `values`.
+pub fn dictionary<T: Int>(values: &[T]) -> Vec<T> {
+    let mut dict = values.to_vec();
+    dict.sort_unstable();
+    dict.dedup();
+    dict
+}
+
+/// The code of each value in `dict`, which must hold every value (as [`dictionary`] builds
+/// it) and have at most as many entries as `C` can index.
+pub fn codes<T: Int, C: Int>(values: &[T], dict: &[T]) -> Vec<C> {
+    values
+        .iter()
+        .map(|v| {
+            let (Ok(i) | Err(i)) = dict.binary_search(v);
+            C::from_u64_wrapping(i as u64)
+        })
+        .collect()
+}
 
 impl Encoding for Dict {
     fn id(&self) -> u16 {
@@ -18,18 +68,469 @@ impl Encoding for Dict {
         "dict"
     }
     fn pattern(&self) -> Pattern {
-        Pattern::GroupParallel
+        Pattern::FullyParallel
     }
     fn slots(&self) -> &'static [Slot] {
-        &[]
+        &[
+            Slot {
+                name: "codes",
+                default: "bitpack",
+            },
+            Slot {
+                name: "values",
+                default: "for | bitpack",
+            },
+        ]
     }
     fn accepts(&self, ptype: PType) -> bool {
         ptype.is_int()
     }
-    fn encode(&self, plan: &Plan, _input: &Values) -> Result<EncodedNode> {
-        Err(Error::plan(plan, "`dict` is not implemented yet"))
+
+    fn encode(&self, plan: &Plan, input: &Values) -> Result<EncodedNode> {
+        let Values::Int(v) = input else {
+            return Err(Error::plan(plan, "dict needs integers"));
+        };
+        let mut node = EncodedNode::new(ID, v.ptype(), v.len())?;
+        let (codes, dict) = split(v);
+        node.children
+            .push(encode_child(plan, self, "codes", &codes)?);
+        node.children
+            .push(encode_child(plan, self, "values", &dict)?);
+        Ok(node)
     }
-    fn decode(&self, _node: &NodeView<'_>, _out: &mut Values, _scratch: &mut Scratch) -> Result<()> {
-        Err(Error::unsupported("`dict` decoding is not implemented yet"))
+
+    fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
+        node.expect_shape("dict", 0, 2)?;
+        node.meta_reader().finish("dict")?;
+        expect_child(node, 1, "values", node.ptype, None)?;
+        let entries = node.children[1].len;
+        expect_child(node, 0, "codes", code_type(entries), Some(node.len))?;
+        // The encoder never stores a value the stream lacks; checking it first keeps a hostile
+        // header from making us decode a huge dictionary.
+        if entries > node.len {
+            return Err(Error::corrupt(format!(
+                "dictionary of {entries} values for a stream of {}",
+                node.len
+            )));
+        }
+        let dict = scratch.decode(&node.children[1])?;
+        let result = decode_with(&node.children[0], &dict, node.len, out, scratch);
+        scratch.give(dict);
+        result
+    }
+
+    fn estimate(&self, plan: &Plan, input: &Values) -> Result<usize> {
+        let Values::Int(v) = input else {
+            return Err(Error::plan(plan, "dict needs integers"));
+        };
+        // A fixed overhead on top of the children, so this is as accurate as their estimates.
+        let (codes, dict) = split(v);
+        let codes_plan = crate::child_plan(plan, self, "codes")?;
+        let values_plan = crate::child_plan(plan, self, "values")?;
+        Ok(NODE_OVERHEAD
+            + crate::estimate(&codes_plan, &codes)?
+            + crate::estimate(&values_plan, &dict)?)
+    }
+}
+
+/// The codes and dictionary streams of `v`.
+fn split(v: &IntVec) -> (Values, Values) {
+    match_ints!(v, T, x => {
+        let dict = dictionary(x);
+        let codes = match code_type(dict.len()) {
+            PType::U8 => IntVec::U8(codes(x, &dict)),
+            PType::U16 => IntVec::U16(codes(x, &dict)),
+            _ => IntVec::U32(codes(x, &dict)),
+        };
+        (Values::Int(codes), Values::Int(T::wrap(dict)))
+    })
+}
+
+/// Checks the decoded dictionary and decodes the codes child through it into `out`.
+fn decode_with(
+    codes: &NodeView<'_>,
+    dict: &Values,
+    len: usize,
+    out: &mut Values,
+    scratch: &mut Scratch,
+) -> Result<()> {
+    let (Values::Int(dict), Values::Int(out)) = (dict, out) else {
+        return Err(Error::corrupt("dictionary values are not integers"));
+    };
+    match_ints!(out, T, o => {
+        let Some(dict) = T::slice(dict) else {
+            return Err(Error::corrupt("dictionary values have the wrong type"));
+        };
+        // Sorted order is what lets predicates run on codes; a dictionary without it is
+        // corrupt even though it would decode.
+        if !dict.windows(2).all(|w| w[0] < w[1]) {
+            return Err(Error::corrupt("dictionary values are not strictly increasing"));
+        }
+        match codes.ptype {
+            PType::U8 => gather::<T, u8>(codes, dict, len, o, scratch),
+            PType::U16 => gather::<T, u16>(codes, dict, len, o, scratch),
+            PType::U32 => gather::<T, u32>(codes, dict, len, o, scratch),
+            p => Err(Error::corrupt(format!("dictionary codes of type {p}"))),
+        }
+    })
+}
+
+fn out_of_range(code: u64, entries: usize) -> Error {
+    Error::corrupt(format!(
+        "dictionary code {code} out of range for {entries} values"
+    ))
+}
+
+/// Decodes `C`-typed codes and looks each up in `dict`, into `out` (replacing its contents).
+fn gather<T: Int, C: Int + BitPacking + IntVecOf>(
+    codes: &NodeView<'_>,
+    dict: &[T],
+    len: usize,
+    out: &mut Vec<T>,
+    scratch: &mut Scratch,
+) -> Result<()> {
+    if codes.id == bitpack::ID {
+        return gather_packed::<T, C>(codes, dict, len, out);
+    }
+    let decoded = scratch.decode(codes)?;
+    let result = match &decoded {
+        Values::Int(iv) => match C::slice(iv) {
+            Some(c) => {
+                let max = c.iter().copied().max().map_or(0, Int::to_u64);
+                if !c.is_empty() && max >= dict.len() as u64 {
+                    Err(out_of_range(max, dict.len()))
+                } else {
+                    out.clear();
+                    out.reserve(c.len());
+                    // SAFETY: every code is at most `max`, checked above to be below
+                    // `dict.len()`.
+                    out.extend(
+                        c.iter()
+                            .map(|&c| unsafe { *dict.get_unchecked(c.to_u64() as usize) }),
+                    );
+                    Ok(())
+                }
+            }
+            None => Err(Error::corrupt("dictionary codes have the wrong type")),
+        },
+        _ => Err(Error::corrupt("dictionary codes are not integers")),
+    };
+    scratch.give(decoded);
+    result
+}
+
+/// [`gather`] for a `bitpack` codes child, fused: unpack a vector of codes into a stack buffer,
+/// check it, look it up straight into the output.
+fn gather_packed<T: Int, C: Int + BitPacking>(
+    codes: &NodeView<'_>,
+    dict: &[T],
+    len: usize,
+    out: &mut Vec<T>,
+) -> Result<()> {
+    let mut copy = Vec::new();
+    let p = bitpack::view::<C>(codes, &mut copy)?;
+    out.clear();
+    if len == 0 {
+        return Ok(());
+    }
+    let Some(&first) = dict.first() else {
+        return Err(out_of_range(0, 0));
+    };
+    if p.width == 0 {
+        // Every code is 0.
+        out.resize(len, first);
+        return Ok(());
+    }
+    out.resize(len, T::ZERO);
+    // The largest code `width` bits can hold; if it indexes the dictionary, so does every code.
+    let widest = u64::MAX >> (64 - p.width);
+    let check = widest >= dict.len() as u64;
+    let per_vector = VECTOR_LEN * p.width / C::BITS as usize;
+    let mut buf = [C::ZERO; VECTOR_LEN];
+    for (src, dst) in p
+        .words
+        .chunks_exact(per_vector)
+        .zip(out.chunks_mut(VECTOR_LEN))
+    {
+        // SAFETY: `bitpack::view` checked `width <= C::BITS` and that `words` holds exactly
+        // `vectors(len)` vectors of `per_vector` words; `buf` is one 1024-value vector.
+        unsafe { C::unchecked_unpack(p.width, src, &mut buf) };
+        // Only the first `dst.len()` codes are the stream's; the last vector's padding is
+        // neither checked nor used.
+        let vector = &buf[..dst.len()];
+        if check {
+            let max = vector.iter().copied().max().map_or(0, Int::to_u64);
+            if max >= dict.len() as u64 {
+                return Err(out_of_range(max, dict.len()));
+            }
+        }
+        for (o, &c) in dst.iter_mut().zip(vector) {
+            // SAFETY: `c` is below `dict.len()`: either the vector's maximum was checked just
+            // above, or `check` is false because no `width`-bit code reaches `dict.len()`.
+            *o = unsafe { *dict.get_unchecked(c.to_u64() as usize) };
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{decode_bytes, describe, encode};
+    use proptest::prelude::*;
+
+    fn plan(s: &str) -> Plan {
+        s.parse().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn round_trip(p: &Plan, values: &Values) -> Result<Vec<u8>> {
+        let node = encode(p, values)?;
+        let bytes = node.to_bytes()?;
+        assert_eq!(bytes.len(), node.size());
+        assert_eq!(&decode_bytes(&bytes)?, values, "plan `{p}`");
+        assert_eq!(
+            crate::estimate(p, values)?,
+            node.size(),
+            "estimate, plan `{p}`"
+        );
+        Ok(bytes)
+    }
+
+    /// A deterministic generator (splitmix64), so failures reproduce.
+    fn random(seed: u64) -> impl FnMut() -> u64 {
+        let mut s = seed;
+        move || {
+            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+    }
+
+    fn edge_cases<T: Int>() -> Vec<Vec<T>> {
+        let mut r = random(13);
+        let mut full = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_u64_wrapping(r())).collect() };
+        let mut cases = vec![
+            vec![],
+            vec![T::MAX],
+            full(1023),
+            full(1024),
+            full(1025),
+            // Enough distinct values for u16 codes where the type has them, u32 for 32 and 64
+            // bits.
+            full(70_000),
+            vec![T::from_u64_wrapping(5); 2000],
+            [T::MIN, T::MAX, T::ZERO, T::MAX, T::MIN].repeat(500),
+        ];
+        let few: Vec<T> = full(6);
+        cases.push((0..5000).map(|i| few[(i * i) % 6]).collect());
+        let mut runs = Vec::new();
+        for n in [1usize, 700, 3, 2500, 1] {
+            runs.extend(std::iter::repeat_n(T::from_u64_wrapping(n as u64 * 977), n));
+        }
+        cases.push(runs);
+        let mut sorted = full(3000);
+        sorted.sort_unstable();
+        cases.push(sorted);
+        cases
+    }
+
+    fn check_type<T: IntVecOf>() -> Result<()> {
+        for p in [
+            "dict",
+            "dict(codes: plain, values: plain)",
+            "dict(codes: for | bitpack)",
+            "dict(values: delta)",
+        ] {
+            for case in edge_cases::<T>() {
+                round_trip(&plan(p), &Values::Int(T::wrap(case)))?;
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn round_trips_edge_cases() -> Result<()> {
+        check_type::<u8>()?;
+        check_type::<i8>()?;
+        check_type::<u16>()?;
+        check_type::<i16>()?;
+        check_type::<u32>()?;
+        check_type::<i32>()?;
+        check_type::<u64>()?;
+        check_type::<i64>()
+    }
+
+    #[test]
+    fn mixes_of_extremes() -> Result<()> {
+        let v = vec![i64::MIN, i64::MAX, 0, -1, i64::MIN, 1, i64::MAX];
+        round_trip(&plan("dict"), &Values::Int(IntVec::I64(v)))?;
+        let v = vec![u64::MAX, 0, u64::MAX, 1, u64::MAX - 1];
+        round_trip(&plan("dict"), &Values::Int(IntVec::U64(v)))?;
+        Ok(())
+    }
+
+    #[test]
+    fn code_type_follows_dictionary_size() -> Result<()> {
+        for (distinct, ptype) in [
+            (1, PType::U8),
+            (256, PType::U8),
+            (257, PType::U16),
+            (65536, PType::U16),
+            (65537, PType::U32),
+        ] {
+            let v: Vec<i64> = (0..distinct as i64).map(|i| i * 3 - 1000).rev().collect();
+            let bytes = round_trip(&plan("dict"), &Values::Int(IntVec::I64(v)))?;
+            assert_eq!(
+                NodeView::parse(&bytes)?.children[0].ptype,
+                ptype,
+                "{distinct}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn dictionary_is_sorted() -> Result<()> {
+        let v = Values::Int(IntVec::I32(vec![5, -3, 5, 100, -3, 0]));
+        let node = encode(&plan("dict(codes: plain, values: plain)"), &v)?;
+        let sorted: Vec<u8> = [-3i32, 0, 5, 100]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        assert_eq!(node.children[1].buffers[0], sorted);
+        assert_eq!(node.children[0].buffers[0], vec![2, 0, 2, 3, 0, 1]);
+        Ok(())
+    }
+
+    #[test]
+    fn describe_fills_in_defaults() -> Result<()> {
+        let v: Vec<u32> = (0..3000).map(|i| 1000 + (i % 5) * 10).collect();
+        let bytes = round_trip(&plan("dict"), &Values::Int(IntVec::U32(v)))?;
+        // 5 codes (3 bits); values 1000..=1040 minus 1000 (6 bits).
+        assert_eq!(
+            describe(&NodeView::parse(&bytes)?)?.to_string(),
+            "dict(codes: bitpack(3), values: for | bitpack(6))"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn rejects_non_integers() {
+        let e = encode(&plan("dict"), &Values::F64(vec![1.0]));
+        assert!(matches!(e, Err(Error::Plan { .. })));
+    }
+
+    fn corrupt(p: &str, v: Vec<u16>, edit: impl Fn(&mut EncodedNode)) -> Result<String> {
+        let mut node = encode(&plan(p), &Values::Int(IntVec::U16(v)))?;
+        edit(&mut node);
+        match decode_bytes(&node.to_bytes()?) {
+            Ok(_) => panic!("corrupt dict decoded"),
+            Err(e) => Ok(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn checks_codes_and_dictionary() -> Result<()> {
+        let v: Vec<u16> = (0..3000).map(|i| (i % 5) * 10).collect();
+        // A code past the end, through the generic and the fused path: codes are 3 bits, so
+        // 7 fits the packing but not the 5-value dictionary.
+        let e = corrupt("dict(codes: plain)", v.clone(), |n| {
+            n.children[0].buffers[0][2000] = 5
+        })?;
+        assert!(e.contains("code 5 out of range for 5"), "{e}");
+        let e = corrupt("dict", v.clone(), |n| n.children[0].buffers[0][300] = 0xff)?;
+        assert!(e.contains("out of range for 5"), "{e}");
+        // An unsorted dictionary.
+        let e = corrupt("dict(values: plain)", v.clone(), |n| {
+            n.children[1].buffers[0].swap(0, 2);
+        })?;
+        assert!(e.contains("strictly increasing"), "{e}");
+        // Codes of the wrong width for the dictionary size, and the wrong count.
+        let e = corrupt("dict(codes: plain)", v.clone(), |n| {
+            n.children[0].ptype = PType::U16
+        })?;
+        assert!(e.contains("expected u8"), "{e}");
+        let e = corrupt("dict", v.clone(), |n| n.len += 1)?;
+        assert!(e.contains("codes child holds"), "{e}");
+        // A dictionary larger than the stream.
+        let e = corrupt("dict(codes: plain, values: plain)", vec![1, 2, 3], |n| {
+            n.len = 2;
+            n.children[0].len = 2;
+            n.children[0].buffers[0].pop();
+        })?;
+        assert!(e.contains("dictionary of 3 values"), "{e}");
+        Ok(())
+    }
+
+    #[test]
+    fn fused_path_ignores_padding_but_not_codes() -> Result<()> {
+        // 1030 values over 3 entries (2 bits): 1 full vector and 6 values of a padded one.
+        let v: Vec<u16> = (0..1030).map(|i| (i % 3) * 7).collect();
+        let mut node = encode(&plan("dict"), &Values::Int(IntVec::U16(v.clone())))?;
+        // Set every bit of the last vector's packed words: the 6 real codes become 3, out of
+        // range.
+        let packed = &mut node.children[0].buffers[0];
+        let n = packed.len();
+        packed[n - 256..].fill(0xff);
+        assert!(decode_bytes(&node.to_bytes()?).is_err());
+        // Out-of-range codes in the padding alone are not the stream's and do not matter.
+        let mut codes: Vec<u8> = (0..1030).map(|i| (i % 3) as u8).collect();
+        codes.resize(2048, 3);
+        node.children[0].buffers[0] = bitpack::pack(&codes, 2);
+        assert_eq!(
+            decode_bytes(&node.to_bytes()?)?,
+            Values::Int(IntVec::U16(v))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn corruption_is_an_error_not_a_panic() -> Result<()> {
+        let mut r = random(9);
+        let v: Vec<i64> = (0..2500)
+            .map(|_| (r() % 40) as i64 * 1_000_003 - 7)
+            .collect();
+        for p in [
+            "dict",
+            "dict(codes: plain, values: plain)",
+            "dict(codes: for | bitpack)",
+        ] {
+            let bytes = encode(&plan(p), &Values::Int(IntVec::I64(v.clone())))?.to_bytes()?;
+            for n in 0..bytes.len() {
+                assert!(decode_bytes(&bytes[..n]).is_err(), "plan `{p}`, prefix {n}");
+            }
+            for i in (0..bytes.len() * 8).step_by(5) {
+                let mut b = bytes.clone();
+                b[i / 8] ^= 1 << (i % 8);
+                let _ = decode_bytes(&b);
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip_i64(v in prop::collection::vec(any::<i64>(), 0..3000),
+                          distinct in 1u64..600,
+                          p in prop::sample::select(vec![
+                              "dict", "dict(codes: plain, values: plain)",
+                              "dict(codes: for | bitpack, values: delta | zigzag | bitpack)",
+                          ])) {
+            let v: Vec<i64> = v.into_iter().map(|x| x % distinct as i64 * 12_345_678_901).collect();
+            round_trip(&plan(p), &Values::Int(IntVec::I64(v)))
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        }
+
+        #[test]
+        fn round_trip_u16(v in prop::collection::vec(any::<u16>(), 0..3000),
+                          p in prop::sample::select(vec![
+                              "dict", "dict(codes: plain, values: plain)",
+                              "dict(codes: bitpack, values: rle)",
+                          ])) {
+            round_trip(&plan(p), &Values::Int(IntVec::U16(v)))
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        }
     }
 }

@@ -1,0 +1,310 @@
+//! `zipflow tpch`: the embedded default workload.
+//!
+//! Generates TPC-H lineitem in-process, compresses it, verifies that every value comes back,
+//! and prints per column: the plan, the compression ratio, encode and decode speed, and the
+//! size the same column takes in Parquet+zstd(3) written by arrow-rs.
+
+use crate::io::parquet_props;
+use crate::report::{Table, bytes, ratio, speed};
+use anyhow::{Result, bail};
+use arrow::array::{Array, ArrayRef};
+use arrow::record_batch::RecordBatch;
+use indicatif::ProgressBar;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tpchgen::generators::LineItemGenerator;
+use tpchgen_arrow::LineItemArrow;
+use zipflow_encodings::Scratch;
+use zipflow_format::ZfFile;
+use zipflow_format::table::{TableWriter, WriteOptions};
+
+/// Arguments of `zipflow tpch`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// TPC-H scale factor (1 = 6 million lineitem rows).
+    #[arg(long, default_value_t = 1.0)]
+    pub sf: f64,
+    /// Keep the compressed file here (default: a temporary file, deleted at the end).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Overwrite --output if it exists.
+    #[arg(short, long)]
+    pub force: bool,
+    /// Rows per chunk.
+    #[arg(long, default_value_t = 65_536)]
+    pub chunk_rows: usize,
+    /// Skip the Parquet+zstd(3) comparison.
+    #[arg(long)]
+    pub no_parquet: bool,
+    /// No progress spinners.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+fn spinner(msg: &str, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_message(msg.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// Generates lineitem at `sf`, in parallel parts concatenated in order.
+pub fn generate_lineitem(sf: f64) -> Vec<RecordBatch> {
+    let parts = ((sf * 8.0).ceil() as i32).clamp(1, 1024);
+    (1..=parts)
+        .into_par_iter()
+        .map(|part| {
+            LineItemArrow::new(LineItemGenerator::new(sf, part, parts))
+                .with_batch_size(64 * 1024)
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(|v| v.into_iter().flatten().collect())
+        .unwrap_or_default()
+}
+
+/// Plain size of an Arrow array: values at their width, strings as bytes + 4-byte offsets.
+fn plain_size(a: &dyn Array) -> u64 {
+    use arrow::array::AsArray;
+    use arrow::datatypes::DataType;
+    match a.data_type() {
+        DataType::Utf8View => {
+            let s = a.as_string_view();
+            s.iter().map(|v| v.map_or(0, str::len) as u64 + 4).sum::<u64>() + 4
+        }
+        DataType::Utf8 => a.as_string::<i32>().values().len() as u64 + 4 * (a.len() as u64 + 1),
+        DataType::Decimal128(_, _) => 8 * a.len() as u64,
+        t => t.primitive_width().map_or(0, |w| (w * a.len()) as u64),
+    }
+}
+
+/// Runs `zipflow tpch`.
+pub fn run(a: Args) -> Result<()> {
+    if !(a.sf > 0.0 && a.sf <= 1000.0) {
+        bail!("--sf must be in (0, 1000], got {}", a.sf);
+    }
+    let t = Instant::now();
+    let bar = spinner(&format!("generating lineitem at SF {}", a.sf), a.quiet);
+    let batches = generate_lineitem(a.sf);
+    bar.finish_and_clear();
+    let Some(first) = batches.first() else {
+        bail!("the generator produced no rows at SF {}", a.sf);
+    };
+    let schema = first.schema();
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    println!(
+        "generated TPC-H lineitem, SF {}: {rows} rows in {:.1} s",
+        a.sf,
+        t.elapsed().as_secs_f64()
+    );
+
+    let tmp_dir;
+    let path = match &a.output {
+        Some(p) => p.clone(),
+        None => {
+            tmp_dir = std::env::temp_dir().join(format!("zipflow-tpch-{}", std::process::id()));
+            std::fs::create_dir_all(&tmp_dir)?;
+            tmp_dir.join("lineitem.zf")
+        }
+    };
+    let result = compress_verify_report(&a, &batches, schema, &path);
+    if a.output.is_none() {
+        let _ = std::fs::remove_file(&path);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+    result
+}
+
+fn compress_verify_report(
+    a: &Args,
+    batches: &[RecordBatch],
+    schema: arrow::datatypes::SchemaRef,
+    path: &PathBuf,
+) -> Result<()> {
+    let ncol = schema.fields().len();
+
+    // Compress (columns of a row group in parallel).
+    let bar = spinner("compressing", a.quiet);
+    let start = Instant::now();
+    let opts = WriteOptions {
+        chunk_rows: a.chunk_rows,
+        overwrite: a.force || a.output.is_none(),
+        ..WriteOptions::default()
+    };
+    let mut w = TableWriter::create(path, schema.clone(), opts)?;
+    for b in batches {
+        w.write(b)?;
+    }
+    let summary = w.finish()?;
+    let compress_secs = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    // Verify: every chunk of every column equals the input rows it covers.
+    let bar = spinner("verifying", a.quiet);
+    let zf = ZfFile::open(path)?;
+    let mut originals: Vec<Vec<ArrayRef>> = vec![Vec::new(); ncol];
+    for b in batches {
+        for (c, col) in b.columns().iter().enumerate() {
+            originals[c].push(col.clone());
+        }
+    }
+    let originals: Vec<ArrayRef> = originals
+        .iter()
+        .map(|parts| {
+            let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+            arrow::compute::concat(&refs)
+        })
+        .collect::<Result<_, _>>()?;
+    (0..ncol).into_par_iter().try_for_each(|c| -> Result<()> {
+        let mut scratch = Scratch::default();
+        let mut row = 0usize;
+        for i in 0..zf.num_chunks() {
+            let got = zf.read_array(c, i, &mut scratch)?;
+            let want = originals[c].slice(row, got.len());
+            if got.as_ref() != want.as_ref() {
+                bail!(
+                    "round trip mismatch in column `{}`, chunk {i}",
+                    schema.field(c).name()
+                );
+            }
+            row += got.len();
+        }
+        if row != originals[c].len() {
+            bail!("column `{}`: {row} rows back, {} in", schema.field(c).name(), originals[c].len());
+        }
+        Ok(())
+    })?;
+    bar.finish_and_clear();
+    println!(
+        "compressed to {} in {compress_secs:.1} s and verified: every value round-trips",
+        path.display()
+    );
+
+    // Decode speed per column: one thread, chunk by chunk, median of 3 passes.
+    let bar = spinner("timing decode", a.quiet);
+    let mut decode_secs = vec![0f64; ncol];
+    for (c, secs) in decode_secs.iter_mut().enumerate() {
+        let mut scratch = Scratch::default();
+        let mut runs = Vec::new();
+        for _ in 0..3 {
+            let t = Instant::now();
+            for i in 0..zf.num_chunks() {
+                let arr = zf.read_array(c, i, &mut scratch)?;
+                std::hint::black_box(&arr);
+            }
+            runs.push(t.elapsed().as_secs_f64());
+        }
+        runs.sort_by(f64::total_cmp);
+        *secs = runs[1];
+    }
+    bar.finish_and_clear();
+
+    // Parquet+zstd(3) by arrow-rs: per-column compressed sizes, and whole-file decode time.
+    let mut pq_sizes = vec![0u64; ncol];
+    let mut pq_total = 0u64;
+    let mut pq_decode = 0f64;
+    if !a.no_parquet {
+        let bar = spinner("writing Parquet+zstd(3) for comparison", a.quiet);
+        let mut buf = Vec::new();
+        let mut pw = ArrowWriter::try_new(&mut buf, schema.clone(), Some(parquet_props()?))?;
+        for b in batches {
+            pw.write(b)?;
+        }
+        let meta = pw.close()?;
+        for rg in meta.row_groups() {
+            for (c, cc) in rg.columns().iter().enumerate() {
+                pq_sizes[c] += cc.compressed_size() as u64;
+            }
+        }
+        pq_total = buf.len() as u64;
+        let bytes = bytes::Bytes::from(buf);
+        let t = Instant::now();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)?
+            .with_batch_size(64 * 1024)
+            .build()?;
+        for b in reader {
+            std::hint::black_box(b?);
+        }
+        pq_decode = t.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+    }
+
+    // Report.
+    let mut table = Table::new(
+        &[
+            "column", "type", "plan", "plain", "zipflow", "ratio", "encode", "decode", "pq+zstd",
+            "zf/pq",
+        ],
+        3,
+    );
+    let mut plain_sizes = vec![0u64; ncol];
+    for (c, p) in plain_sizes.iter_mut().enumerate() {
+        *p = originals_plain(batches, c);
+    }
+    let string_cols = ["l_returnflag", "l_linestatus", "l_shipinstruct", "l_shipmode", "l_comment"];
+    let mut totals = [(0u64, 0u64, 0u64, 0f64); 2]; // (plain, zipflow, parquet, decode secs): all, non-string
+    for (c, col) in summary.columns.iter().enumerate() {
+        let plain = plain_sizes[c];
+        table.row(vec![
+            col.name.clone(),
+            col.column_type.to_string(),
+            col.plan_summary(),
+            bytes(plain),
+            bytes(col.compressed_bytes),
+            ratio(plain, col.compressed_bytes),
+            speed(plain, col.encode_secs),
+            speed(plain, decode_secs[c]),
+            if a.no_parquet { "-".into() } else { bytes(pq_sizes[c]) },
+            if a.no_parquet {
+                "-".into()
+            } else {
+                format!("{:.2}", col.compressed_bytes as f64 / pq_sizes[c].max(1) as f64)
+            },
+        ]);
+        for (k, tot) in totals.iter_mut().enumerate() {
+            if k == 1 && string_cols.contains(&col.name.as_str()) {
+                continue;
+            }
+            tot.0 += plain;
+            tot.1 += col.compressed_bytes;
+            tot.2 += pq_sizes[c];
+            tot.3 += decode_secs[c];
+        }
+    }
+    print!("{}", table.render());
+    let per_col: BTreeMap<_, _> = [("all columns", totals[0]), ("non-string columns", totals[1])]
+        .into_iter()
+        .collect();
+    for (label, (plain, zf_bytes, pq, secs)) in per_col {
+        println!(
+            "{label}: zipflow {} (ratio {}), Parquet+zstd(3) {} (zipflow/parquet {:.3}); decode {} on 1 thread",
+            bytes(zf_bytes),
+            ratio(plain, zf_bytes),
+            bytes(pq),
+            zf_bytes as f64 / pq.max(1) as f64,
+            speed(plain, secs)
+        );
+    }
+    if !a.no_parquet {
+        println!(
+            "Parquet+zstd(3) file: {}, read back with arrow-rs on 1 thread at {}",
+            bytes(pq_total),
+            speed(totals[0].0, pq_decode)
+        );
+    }
+    Ok(())
+}
+
+fn originals_plain(batches: &[RecordBatch], c: usize) -> u64 {
+    batches.iter().map(|b| plain_size(b.column(c).as_ref())).sum()
+}
+
