@@ -88,7 +88,8 @@ pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
             })
         }
         TableFormat::Arrow => {
-            if let Ok(reader) = arrow::ipc::reader::FileReader::try_new(BufReader::new(file), None) {
+            if let Ok(reader) = arrow::ipc::reader::FileReader::try_new(BufReader::new(file), None)
+            {
                 return Ok(Input {
                     reader: Box::new(reader),
                     rows: None,
@@ -191,8 +192,8 @@ impl AtomicFile {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "out".into());
         let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        let file = File::create(&tmp)
-            .with_context(|| format!("{}: cannot create", tmp.display()))?;
+        let file =
+            File::create(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
         Ok((
             AtomicFile {
                 tmp,

@@ -26,5 +26,9 @@ pub use plan::Plan;
 pub use types::{ColumnType, PType};
 pub use values::{Int, IntVec, Values};
 
+/// The most values one chunk (and so one encoded stream) may hold; readers reject more, so
+/// a damaged length cannot make a decoder allocate without bound.
+pub const MAX_CHUNK_LEN: usize = 1 << 24;
+
 /// Values per vector: the unit of the FastLanes layout and of block-wise decoding.
 pub const VECTOR_LEN: usize = 1024;

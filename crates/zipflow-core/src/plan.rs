@@ -87,7 +87,10 @@ impl Plan {
 
     /// The child in slot `slot`.
     pub fn get(&self, slot: &str) -> Option<&Plan> {
-        self.children.iter().find(|(s, _)| s == slot).map(|(_, p)| p)
+        self.children
+            .iter()
+            .find(|(s, _)| s == slot)
+            .map(|(_, p)| p)
     }
 
     /// The unnamed (pipe) child.
@@ -204,9 +207,7 @@ impl Parser<'_> {
         let rest = &self.src[self.pos..];
         let len = rest
             .char_indices()
-            .find(|&(i, c)| {
-                !(c == '_' || c.is_ascii_lowercase() || (i > 0 && c.is_ascii_digit()))
-            })
+            .find(|&(i, c)| !(c == '_' || c.is_ascii_lowercase() || (i > 0 && c.is_ascii_digit())))
             .map_or(rest.len(), |(i, _)| i);
         if len == 0 {
             return Err(self.error("expected a primitive name"));
@@ -337,7 +338,10 @@ mod tests {
             plan.next().and_then(Plan::next).map(|n| n.name.as_str()),
             Some("c")
         );
-        assert_eq!(Plan::new("a").then(Plan::new("b")).then(Plan::new("c")), plan);
+        assert_eq!(
+            Plan::new("a").then(Plan::new("b")).then(Plan::new("c")),
+            plan
+        );
     }
 
     #[test]
@@ -353,7 +357,11 @@ mod tests {
             ("x(99999999999999999999)", "expected an integer"),
             ("Bitpack", "expected a primitive name"),
         ] {
-            let e = s.parse::<Plan>().err().map(|e| e.to_string()).unwrap_or_default();
+            let e = s
+                .parse::<Plan>()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.contains(needle), "{s:?}: {e}");
         }
     }

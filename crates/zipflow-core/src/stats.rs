@@ -55,8 +55,18 @@ impl ChunkStats {
                     }
                 }
             }),
-            Values::F32(v) => float_min_max(v.iter().enumerate().filter(|(i, _)| is_valid(*i)).map(|(_, v)| f64::from(*v))),
-            Values::F64(v) => float_min_max(v.iter().enumerate().filter(|(i, _)| is_valid(*i)).map(|(_, v)| *v)),
+            Values::F32(v) => float_min_max(
+                v.iter()
+                    .enumerate()
+                    .filter(|(i, _)| is_valid(*i))
+                    .map(|(_, v)| f64::from(*v)),
+            ),
+            Values::F64(v) => float_min_max(
+                v.iter()
+                    .enumerate()
+                    .filter(|(i, _)| is_valid(*i))
+                    .map(|(_, v)| *v),
+            ),
             Values::Bytes(b) => bytes_min_max(b, &is_valid),
         };
         ChunkStats {
@@ -96,7 +106,10 @@ fn float_min_max(it: impl Iterator<Item = f64>) -> (Option<Scalar>, Option<Scala
     (lo.map(Scalar::Float), hi.map(Scalar::Float))
 }
 
-fn bytes_min_max(b: &ByteStrings, is_valid: &dyn Fn(usize) -> bool) -> (Option<Scalar>, Option<Scalar>) {
+fn bytes_min_max(
+    b: &ByteStrings,
+    is_valid: &dyn Fn(usize) -> bool,
+) -> (Option<Scalar>, Option<Scalar>) {
     let mut lo: Option<&[u8]> = None;
     let mut hi: Option<&[u8]> = None;
     for i in (0..b.len()).filter(|&i| is_valid(i)) {
@@ -148,9 +161,9 @@ fn read_scalar(bytes: &mut &[u8]) -> Result<Option<Scalar>> {
     Ok(match tag {
         0 => None,
         1 => Some(Scalar::Int(i128::from_le_bytes(take::<16>(bytes)?))),
-        2 => Some(Scalar::Float(f64::from_bits(u64::from_le_bytes(take::<8>(
-            bytes,
-        )?)))),
+        2 => Some(Scalar::Float(f64::from_bits(u64::from_le_bytes(
+            take::<8>(bytes)?,
+        )))),
         3 => {
             let [len] = take::<1>(bytes)?;
             let len = usize::from(len);

@@ -41,7 +41,7 @@ pub trait Int:
     /// Wrapping addition.
     fn wrapping_add(self, rhs: Self) -> Self;
     /// Bits needed to store `self` as an unsigned number (0 for 0).
-    fn bit_width(self) -> u32;
+    fn used_bits(self) -> u32;
 }
 
 macro_rules! impl_int {
@@ -86,7 +86,7 @@ macro_rules! impl_int {
                 <$t>::wrapping_add(self, rhs)
             }
             #[inline(always)]
-            fn bit_width(self) -> u32 {
+            fn used_bits(self) -> u32 {
                 <$u>::BITS - (self as $u).leading_zeros()
             }
         }
@@ -427,12 +427,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bit_width() {
-        assert_eq!(0u8.bit_width(), 0);
-        assert_eq!(1u32.bit_width(), 1);
-        assert_eq!((-1i16).bit_width(), 16);
-        assert_eq!(u64::MAX.bit_width(), 64);
-        assert_eq!(255u64.bit_width(), 8);
+    fn used_bits() {
+        assert_eq!(0u8.used_bits(), 0);
+        assert_eq!(1u32.used_bits(), 1);
+        assert_eq!((-1i16).used_bits(), 16);
+        assert_eq!(u64::MAX.used_bits(), 64);
+        assert_eq!(255u64.used_bits(), 8);
     }
 
     #[test]

@@ -99,9 +99,21 @@ fn primitives(c: &mut Criterion) {
     let n = CHUNK;
     let i64s = |f: &mut dyn FnMut(usize) -> i64| Values::Int(IntVec::I64((0..n).map(f).collect()));
     let cases: Vec<(&str, &str, Values)> = vec![
-        ("for", "for | bitpack", i64s(&mut |_| 1_000_000 + (r() % 5000) as i64)),
-        ("zigzag", "zigzag | bitpack", i64s(&mut |i| (i as i64 % 200) - 100)),
-        ("delta", "delta | for | bitpack", i64s(&mut |i| 7 * i as i64 + (i as i64 % 3))),
+        (
+            "for",
+            "for | bitpack",
+            i64s(&mut |_| 1_000_000 + (r() % 5000) as i64),
+        ),
+        (
+            "zigzag",
+            "zigzag | bitpack",
+            i64s(&mut |i| (i as i64 % 200) - 100),
+        ),
+        (
+            "delta",
+            "delta | for | bitpack",
+            i64s(&mut |i| 7 * i as i64 + (i as i64 % 3)),
+        ),
         (
             "rle",
             "rle(values: for | bitpack, runs: for | bitpack)",
@@ -116,7 +128,13 @@ fn primitives(c: &mut Criterion) {
         (
             "patch",
             "for | patch | bitpack",
-            i64s(&mut |i| if i % 500 == 0 { 1 << 40 } else { (i % 100) as i64 }),
+            i64s(&mut |i| {
+                if i % 500 == 0 {
+                    1 << 40
+                } else {
+                    (i % 100) as i64
+                }
+            }),
         ),
         ("plain", "plain", i64s(&mut |i| i as i64)),
     ];
@@ -124,7 +142,11 @@ fn primitives(c: &mut Criterion) {
         let bytes = encoded(plan, &values);
         bench_decode(c, "primitive_i64_64Ki", name.to_string(), &bytes, 8 * n);
     }
-    let prices = Values::F64((0..n).map(|i| ((i * 7919) % 10_000_000) as f64 / 100.0).collect());
+    let prices = Values::F64(
+        (0..n)
+            .map(|i| ((i * 7919) % 10_000_000) as f64 / 100.0)
+            .collect(),
+    );
     let bytes = encoded("float2int | for | bitpack", &prices);
     bench_decode(c, "primitive_f64_64Ki", "float2int".into(), &bytes, 8 * n);
 }

@@ -12,7 +12,9 @@
 use crate::node::{EncodedNode, NodeView, cast_or_copy};
 use crate::{Encoding, Pattern, Scratch, Slot};
 use fastlanes::BitPacking;
-use zipflow_core::{Error, Int, PType, Plan, Result, VECTOR_LEN, Values, match_ints, with_int_ptype};
+use zipflow_core::{
+    Error, Int, PType, Plan, Result, VECTOR_LEN, Values, match_ints, with_int_ptype,
+};
 
 /// `bitpack` / `bitpack(W)`.
 pub struct BitPack;
@@ -175,7 +177,10 @@ impl Encoding for BitPack {
     }
 
     fn params(&self, node: &NodeView<'_>) -> Vec<i64> {
-        node.meta.first().map(|&w| vec![i64::from(w)]).unwrap_or_default()
+        node.meta
+            .first()
+            .map(|&w| vec![i64::from(w)])
+            .unwrap_or_default()
     }
 
     fn estimate(&self, plan: &Plan, input: &Values) -> Result<usize> {
@@ -195,7 +200,10 @@ fn resolve_width(plan: &Plan, v: &zipflow_core::IntVec) -> Result<u32> {
         None => Ok(needed),
         Some(&w) if w < 0 || w > i64::from(bits) => Err(Error::plan(
             plan,
-            format!("bit width {w} is outside 0..={bits} for {} values", v.ptype()),
+            format!(
+                "bit width {w} is outside 0..={bits} for {} values",
+                v.ptype()
+            ),
         )),
         Some(&w) if (w as u32) < needed => Err(Error::plan(
             plan,

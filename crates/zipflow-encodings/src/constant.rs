@@ -14,10 +14,7 @@ pub struct Constant;
 pub const ID: u16 = 8;
 
 fn single_bits(input: &Values) -> Option<u64> {
-    fn all_same<T: Copy, K: PartialEq>(v: &[T], key: impl Fn(T) -> K) -> Option<u64>
-    where
-        K: Into<u64>,
-    {
+    fn all_same<T: Copy, K: PartialEq + Into<u64>>(v: &[T], key: impl Fn(T) -> K) -> Option<u64> {
         let first = key(*v.first()?);
         v.iter().all(|x| key(*x) == first).then(|| first.into())
     }

@@ -197,6 +197,13 @@ mod tests {
             node.size(),
             "estimate, plan `{p}`"
         );
+        // The resolved plan re-encodes to the same bytes.
+        let resolved = describe(&NodeView::parse(&bytes)?)?;
+        assert_eq!(
+            encode(&resolved, values)?.to_bytes()?,
+            bytes,
+            "plan `{resolved}`"
+        );
         Ok(bytes)
     }
 

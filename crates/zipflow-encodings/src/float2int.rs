@@ -304,3 +304,413 @@ impl Encoding for FloatToInt {
             .unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{decode_bytes, describe, encode};
+    use proptest::prelude::*;
+    use zipflow_core::IntVec;
+
+    /// Encodes, serialises and decodes `values` by `plan`, requiring a bit-exact round trip.
+    fn round_trip(plan: &str, values: &Values) -> Result<Vec<u8>> {
+        let bytes = encode(&plan.parse()?, values)?.to_bytes()?;
+        let back = decode_bytes(&bytes)?;
+        if !back.bit_eq(values) {
+            return Err(Error::invalid(format!(
+                "`{plan}` did not round-trip {} {} values",
+                values.len(),
+                values.ptype()
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// `(E, exception count)` of the root node.
+    fn header(bytes: &[u8]) -> Result<(u8, u32)> {
+        let node = NodeView::parse(bytes)?;
+        let b = node
+            .meta
+            .get(..5)
+            .ok_or_else(|| Error::invalid("short meta"))?;
+        Ok((b[0], u32::from_le_bytes([b[1], b[2], b[3], b[4]])))
+    }
+
+    fn described(bytes: &[u8]) -> Result<String> {
+        Ok(describe(&NodeView::parse(bytes)?)?.to_string())
+    }
+
+    fn parse<F: std::str::FromStr>(s: &str) -> Result<F> {
+        s.parse()
+            .map_err(|_| Error::invalid(format!("`{s}` is not a number")))
+    }
+
+    /// Prices with two decimals, as parsed from text, starting with 21168.23 and 0.07.
+    fn prices<F: std::str::FromStr>(n: usize) -> Result<Vec<F>> {
+        let mut v = Vec::with_capacity(n);
+        for k in 0..n {
+            let text = match k {
+                0 => "21168.23".to_string(),
+                1 => "0.07".to_string(),
+                _ => format!("{}.{:02}", (k * 7919) % 100_000, (k * 31) % 100),
+            };
+            v.push(parse(&text)?);
+        }
+        Ok(v)
+    }
+
+    fn specials_f64() -> Vec<f64> {
+        vec![
+            -0.0,
+            f64::NAN,
+            f64::from_bits(0x7ff8_0000_0000_0001),
+            f64::from_bits(0xfff0_0000_0000_0001),
+            f64::from_bits(0x7ff0_dead_beef_0000),
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::from_bits(1),
+            f64::MIN_POSITIVE / 3.0,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            f64::MIN,
+            1e300,
+            -1e300,
+            0.1 + 0.2,
+            std::f64::consts::PI,
+        ]
+    }
+
+    fn specials_f32() -> Vec<f32> {
+        vec![
+            -0.0,
+            f32::NAN,
+            f32::from_bits(0x7fc0_0001),
+            f32::from_bits(0xff80_0001),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::from_bits(1),
+            f32::MIN_POSITIVE,
+            f32::MAX,
+            f32::MIN,
+            1e30,
+            std::f32::consts::PI,
+        ]
+    }
+
+    #[test]
+    fn prices_have_no_exceptions_at_two_decimals() -> Result<()> {
+        let v = prices::<f64>(5000)?;
+        let ints: Vec<i64> = v.iter().map(|&x| (x * 100.0).round() as i64).collect();
+        let range =
+            ints.iter().max().copied().unwrap_or(0) - ints.iter().min().copied().unwrap_or(0);
+        let width = 64 - range.leading_zeros();
+        let bytes = round_trip("float2int | for | bitpack", &Values::F64(v))?;
+        assert_eq!(header(&bytes)?, (2, 0));
+        assert_eq!(
+            described(&bytes)?,
+            format!("float2int(2) | for | bitpack({width})")
+        );
+        assert!(bytes.len() < 5000 * 4, "{} bytes", bytes.len());
+        Ok(())
+    }
+
+    #[test]
+    fn automatic_exponent() -> Result<()> {
+        assert_eq!(choose_exponent::<f64>(&[]), 0);
+        assert_eq!(choose_exponent(&[1.0f64, 2.0, 3.0, 4.0]), 0);
+        assert_eq!(choose_exponent(&[1.5f64, 2.25, 3.0, -4.75]), 2);
+        assert_eq!(choose_exponent(&prices::<f64>(10_000)?), 2);
+        assert_eq!(choose_exponent(&prices::<f32>(3000)?), 2);
+        let tenths: Vec<f64> = (0..3000).map(|k| k as f64 / 10.0).collect();
+        assert_eq!(choose_exponent(&tenths), 1);
+        // Nothing encodes: every E costs the same, the smallest wins.
+        assert_eq!(choose_exponent(&[f64::NAN; 100]), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn specials_are_exceptions() -> Result<()> {
+        let specials = specials_f64();
+        let mut v = prices::<f64>(3000)?;
+        v.splice(1000..1000, specials.iter().copied());
+        // Every special is an exception at E = 2; 0.1 + 0.2 and pi because they need more
+        // decimals.
+        let bytes = round_trip("float2int(2) | for | bitpack", &Values::F64(v.clone()))?;
+        assert_eq!(header(&bytes)?, (2, specials.len() as u32));
+        for e in 0..=18 {
+            round_trip(
+                &format!("float2int({e}) | for | bitpack"),
+                &Values::F64(v.clone()),
+            )?;
+        }
+        round_trip("float2int", &Values::F64(v))?;
+        Ok(())
+    }
+
+    #[test]
+    fn edge_lengths_and_outliers_at_the_ends() -> Result<()> {
+        for n in [0, 1, 2, 1023, 1024, 1025, 3000] {
+            let mut v = prices::<f64>(n)?;
+            if let Some(x) = v.first_mut() {
+                *x = f64::from_bits(0x7ff8_0000_0000_0001);
+            }
+            if let Some(x) = v.last_mut() {
+                *x = -0.0;
+            }
+            let bytes = round_trip("float2int(2) | for | bitpack", &Values::F64(v.clone()))?;
+            assert_eq!(header(&bytes)?.1, n.min(2) as u32, "n={n}");
+            round_trip("float2int | for | bitpack", &Values::F64(v))?;
+            // No exceptions.
+            let bytes = round_trip("float2int | for | bitpack", &Values::F64(prices(n)?))?;
+            assert_eq!(header(&bytes)?.1, 0, "n={n}");
+            // All exceptions.
+            let nans = Values::F64(vec![f64::from_bits(0xfff0_0000_0000_0001); n]);
+            let bytes = round_trip("float2int | for | bitpack", &nans)?;
+            assert_eq!(header(&bytes)?.1, n as u32);
+            let bytes = round_trip("float2int", &Values::F32(vec![-0.0; n]))?;
+            assert_eq!(header(&bytes)?.1, n as u32);
+            let mut v = prices::<f32>(n)?;
+            if let Some(x) = v.first_mut() {
+                *x = f32::from_bits(0x7fc0_0001);
+            }
+            if let Some(x) = v.last_mut() {
+                *x = f32::NEG_INFINITY;
+            }
+            round_trip("float2int | for | bitpack", &Values::F32(v))?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn range_limits() -> Result<()> {
+        let two63 = 9_223_372_036_854_775_808.0f64;
+        let v = vec![
+            two63,
+            -two63,
+            two63 * 2.0,
+            9_007_199_254_740_993.0,
+            1e18,
+            -1e18,
+            123_456_789.125,
+            0.5,
+            -0.5,
+            1.5e-18,
+        ];
+        for e in 0..=18 {
+            round_trip(
+                &format!("float2int({e}) | for | bitpack"),
+                &Values::F64(v.clone()),
+            )?;
+        }
+        let v = vec![
+            2_147_483_648.0f32,
+            -2_147_483_648.0,
+            1e10,
+            0.5,
+            16_777_217.0,
+        ];
+        for e in 0..=9 {
+            round_trip(
+                &format!("float2int({e}) | for | bitpack"),
+                &Values::F32(v.clone()),
+            )?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn f32_values() -> Result<()> {
+        let mut v = prices::<f32>(2000)?;
+        let bytes = round_trip("float2int(2) | for | bitpack", &Values::F32(v.clone()))?;
+        // Prices up to 100 000 have at most 7 significant digits, exact in an f32's 24 bits.
+        assert_eq!(header(&bytes)?, (2, 0));
+        assert!(described(&bytes)?.starts_with("float2int(2) | for | bitpack("));
+        let specials = specials_f32();
+        v.splice(100..100, specials.iter().copied());
+        let bytes = round_trip("float2int(2) | for | bitpack", &Values::F32(v.clone()))?;
+        // Every special is an exception at E = 2, pi because it needs more decimals.
+        assert_eq!(header(&bytes)?.1, specials.len() as u32);
+        for e in 0..=9 {
+            round_trip(
+                &format!("float2int({e}) | for | bitpack"),
+                &Values::F32(v.clone()),
+            )?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn exception_slots_repeat_the_previous_integer() {
+        let v = [f64::NAN, 1.5, f64::INFINITY, 2.5, -0.0];
+        let (positions, bits, ints) = split(&v, 1);
+        assert_eq!(positions, vec![0, 2, 4]);
+        assert_eq!(
+            bits,
+            vec![
+                f64::NAN.to_bits(),
+                f64::INFINITY.to_bits(),
+                (-0.0f64).to_bits()
+            ]
+        );
+        assert_eq!(ints, vec![15, 15, 15, 25, 25]);
+        let (_, _, ints) = split(&[f64::NAN; 3], 1);
+        assert_eq!(ints, vec![0, 0, 0]);
+    }
+
+    #[test]
+    fn plan_errors() -> Result<()> {
+        let f64s = Values::F64(vec![1.5]);
+        let f32s = Values::F32(vec![1.5]);
+        for (plan, values) in [
+            ("float2int(19)", &f64s),
+            ("float2int(-1)", &f64s),
+            ("float2int(10)", &f32s),
+            ("float2int(1, 2)", &f64s),
+            ("float2int(2)", &Values::Int(IntVec::I64(vec![1]))),
+            ("float2int(2) | bitpack(3)", &f64s),
+        ] {
+            assert!(encode(&plan.parse()?, values).is_err(), "{plan}");
+        }
+        round_trip("float2int(18)", &f64s)?;
+        round_trip("float2int(9)", &f32s)?;
+        round_trip("float2int(1) | zigzag | bitpack", &f64s)?;
+        Ok(())
+    }
+
+    fn sample_node() -> Result<EncodedNode> {
+        let mut v = prices::<f64>(100)?;
+        v[0] = f64::NAN;
+        v[40] = -0.0;
+        v[99] = f64::INFINITY;
+        encode(&"float2int(2) | for | bitpack".parse()?, &Values::F64(v))
+    }
+
+    fn decode_err(node: &EncodedNode) -> Result<String> {
+        match decode_bytes(&node.to_bytes()?) {
+            Ok(_) => Err(Error::invalid("corrupt node decoded")),
+            Err(e) => Ok(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_and_bit_flips_never_panic() -> Result<()> {
+        let bytes = sample_node()?.to_bytes()?;
+        decode_bytes(&bytes)?;
+        for n in 0..bytes.len() {
+            assert!(decode_bytes(&bytes[..n]).is_err(), "prefix {n}");
+        }
+        for i in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            if let Ok(v) = decode_bytes(&b) {
+                assert_eq!(v.len(), NodeView::parse(&b)?.len);
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn corrupt_exceptions_are_reported() -> Result<()> {
+        let good = sample_node()?;
+        let positions = |p: &[u32]| bytemuck::cast_slice::<u32, u8>(p).to_vec();
+
+        let mut n = good.clone();
+        n.buffers[0] = positions(&[0, 40, 40]);
+        assert!(decode_err(&n)?.contains("not after the previous one"));
+
+        let mut n = good.clone();
+        n.buffers[0] = positions(&[0, 40, 100]);
+        assert!(decode_err(&n)?.contains("past the end of 100 values"));
+
+        let mut n = good.clone();
+        n.buffers[0] = positions(&[0, 40, 99, 99]);
+        assert!(decode_err(&n)?.contains("metadata says 3"));
+
+        let mut n = good.clone();
+        n.buffers[1].truncate(16);
+        assert!(decode_err(&n)?.contains("metadata says 3"));
+
+        let mut n = good.clone();
+        n.buffers[1].truncate(17);
+        assert!(decode_err(&n)?.contains("not a multiple of 8"));
+
+        let mut n = good.clone();
+        n.meta[1..5].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_err(&n)?.contains("among 100 values"));
+
+        let mut n = good.clone();
+        n.meta[0] = 19;
+        assert!(decode_err(&n)?.contains("exponent 19 exceeds 18"));
+
+        let mut n = good.clone();
+        n.meta.truncate(3);
+        assert!(decode_err(&n)?.contains("metadata too short"));
+
+        let mut n = good.clone();
+        n.children.clear();
+        assert!(decode_err(&n)?.contains("expected 2 and 1"));
+
+        let mut n = good.clone();
+        n.children[0] = encode(&"bitpack".parse()?, &Values::Int(IntVec::I32(vec![0; 100])))?;
+        assert!(decode_err(&n)?.contains("expected i64"));
+
+        let mut n = good.clone();
+        n.children[0] = encode(&"bitpack".parse()?, &Values::Int(IntVec::I64(vec![0; 101])))?;
+        assert!(decode_err(&n)?.contains("more than its parent's 100"));
+
+        // An f32 node may not claim an f64 exponent.
+        let mut n = encode(&"float2int(2)".parse()?, &Values::F32(vec![1.25; 10]))?;
+        n.meta[0] = 10;
+        assert!(decode_err(&n)?.contains("exponent 10 exceeds 9"));
+        Ok(())
+    }
+
+    fn decimal_or_bits() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            (-10_000_000i64..10_000_000).prop_map(|i| i as f64 / 100.0),
+            any::<u64>().prop_map(f64::from_bits),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn f64_round_trips(
+            v in prop_oneof![
+                prop::collection::vec(any::<u64>().prop_map(f64::from_bits), 0..2100),
+                prop::collection::vec(decimal_or_bits(), 0..2100),
+            ],
+            e in 0..=18u8,
+        ) {
+            let values = Values::F64(v);
+            for plan in [
+                "float2int | for | bitpack".to_string(),
+                format!("float2int({e}) | for | bitpack"),
+            ] {
+                round_trip(&plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+        }
+
+        #[test]
+        fn f32_round_trips(
+            v in prop_oneof![
+                prop::collection::vec(any::<u32>().prop_map(f32::from_bits), 0..2100),
+                prop::collection::vec(any::<f32>(), 0..2100),
+                prop::collection::vec(
+                    (-1_000_000i32..1_000_000).prop_map(|i| (f64::from(i) / 1000.0) as f32),
+                    0..2100,
+                ),
+            ],
+            e in 0..=9u8,
+        ) {
+            let values = Values::F32(v);
+            for plan in [
+                "float2int | for | bitpack".to_string(),
+                format!("float2int({e}) | for | bitpack"),
+            ] {
+                round_trip(&plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+        }
+    }
+}

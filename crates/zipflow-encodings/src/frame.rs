@@ -87,15 +87,12 @@ impl Encoding for FrameOfReference {
 
 /// Decodes the offsets child and adds `reference`, fused with unpacking when the child is a
 /// `bitpack` node.
-fn decode_offsets<U: Int + FoR>(
+fn decode_offsets<U: Int + FoR + IntVecOf>(
     child: &NodeView<'_>,
     reference: U,
     out: &mut Vec<U>,
     scratch: &mut Scratch,
-) -> Result<()>
-where
-    U: IntVecOf,
-{
+) -> Result<()> {
     if child.id == bitpack::ID {
         let mut copy = Vec::new();
         let p = bitpack::view::<U>(child, &mut copy)?;

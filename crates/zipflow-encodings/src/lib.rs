@@ -36,7 +36,7 @@ pub mod zigzag;
 pub use node::{EncodedNode, NodeView};
 
 use zipflow_core::plan::THEN;
-use zipflow_core::{Error, PType, Plan, Result, Values};
+use zipflow_core::{Error, MAX_CHUNK_LEN, PType, Plan, Result, Values};
 
 /// How a primitive's decoding parallelises; decides how the GPU backend schedules it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,9 +232,15 @@ pub fn decode(node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> R
     Ok(())
 }
 
-/// Parses and decodes a serialised node tree.
+/// Parses and decodes a serialised node tree of at most [`MAX_CHUNK_LEN`] values.
 pub fn decode_bytes(bytes: &[u8]) -> Result<Values> {
     let node = NodeView::parse(bytes)?;
+    if node.len > MAX_CHUNK_LEN {
+        return Err(Error::corrupt(format!(
+            "stream claims {} values, more than the {MAX_CHUNK_LEN} a chunk may hold",
+            node.len
+        )));
+    }
     let mut out = Values::empty(node.ptype);
     decode(&node, &mut out, &mut Scratch::default())?;
     Ok(out)

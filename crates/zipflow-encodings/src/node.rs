@@ -187,6 +187,15 @@ impl<'a> NodeView<'a> {
             let start = r.pos;
             let child_bytes = r.take(size, "child node")?;
             let (child, used) = Self::parse_at(child_bytes, depth + 1)?;
+            // No primitive expands a child beyond its parent's value count (byte strings
+            // excepted, whose children may count bytes). This bounds every allocation a
+            // decoder makes by the root's length, which the caller checks.
+            if child.len > len && ptype != PType::Bytes {
+                return Err(Error::corrupt(format!(
+                    "child node claims {} values, more than its parent's {len}",
+                    child.len
+                )));
+            }
             if used != size {
                 return Err(Error::corrupt(format!(
                     "child node at byte {start} is {used} bytes, table says {size}"
@@ -335,7 +344,7 @@ pub fn cast_or_copy<'s, T: bytemuck::Pod>(
     what: &str,
 ) -> Result<&'s [T]> {
     let size = size_of::<T>();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(Error::corrupt(format!(
             "{what} buffer of {} bytes is not a multiple of {size}",
             bytes.len()

@@ -1,14 +1,15 @@
 //! Patched exceptions (PFor): a few wide outliers are stored aside so the rest of the stream
 //! packs at a narrow width.
 //!
-//! Values whose unsigned bit width ([`Int::bit_width`]) exceeds `W` are exceptions: their
+//! Values whose unsigned bit width ([`Int::used_bits`]) exceeds `W` are exceptions: their
 //! positions and full values are kept in two buffers, and in the child stream they are replaced
 //! by 0, so `for | patch | bitpack` packs at `W` bits instead of the outliers' width. `W` is the
 //! plan's parameter (`patch(3)`), or chosen from a histogram of bit widths to minimise
 //! `len * W + exceptions * (32 + T::BITS)` bits.
 //!
-//! Decoding decodes the child, then overwrites the exception positions: groups of one vector
-//! expand independently, hence [`Pattern::GroupParallel`].
+//! Decoding decodes the child, then scatters the exceptions over it. Where a vector's
+//! exceptions start in the list depends on how many came before, a variable-size group per
+//! vector, hence [`Pattern::GroupParallel`].
 //!
 //! Node: meta = `[W: u8, exception_count: u32]`; buffer 0 = exception positions (u32, strictly
 //! increasing); buffer 1 = exception values (the stream's type, little-endian); child 0 = the
@@ -33,7 +34,7 @@ const POSITION_BITS: u64 = 32;
 pub fn best_width<T: Int>(values: &[T]) -> u32 {
     let mut histogram = [0u64; 65];
     for v in values {
-        histogram[v.bit_width() as usize] += 1;
+        histogram[v.used_bits() as usize] += 1;
     }
     let len = values.len() as u64;
     let exception_bits = POSITION_BITS + u64::from(T::BITS);
@@ -60,7 +61,7 @@ pub fn split<T: Int>(values: &[T], width: u32) -> (Vec<u32>, Vec<T>, Vec<T>) {
         .iter()
         .zip(0u32..)
         .map(|(&v, i)| {
-            if v.bit_width() > width {
+            if v.used_bits() > width {
                 positions.push(i);
                 exceptions.push(v);
                 T::ZERO
@@ -243,5 +244,286 @@ fn resolve_width<T: Int>(plan: &Plan, values: &[T]) -> Result<u32> {
             ),
         )),
         Some(&w) => Ok(w as u32),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{decode_bytes, describe, encode};
+    use proptest::prelude::*;
+    use zipflow_core::IntVec;
+
+    /// Encodes, serialises and decodes `values` by `plan`, requiring a bit-exact round trip.
+    fn round_trip(plan: &str, values: &Values) -> Result<Vec<u8>> {
+        let bytes = encode(&plan.parse()?, values)?.to_bytes()?;
+        let back = decode_bytes(&bytes)?;
+        if !back.bit_eq(values) {
+            return Err(Error::invalid(format!(
+                "`{plan}` did not round-trip {} {} values",
+                values.len(),
+                values.ptype()
+            )));
+        }
+        Ok(bytes)
+    }
+
+    /// The `patch` node in a serialised tree: the root or the first one down the pipe.
+    fn patch_node<'a>(node: &'a NodeView<'a>) -> Option<&'a NodeView<'a>> {
+        if node.id == ID {
+            Some(node)
+        } else {
+            node.children.first().and_then(patch_node)
+        }
+    }
+
+    fn exceptions(bytes: &[u8]) -> Result<u32> {
+        let root = NodeView::parse(bytes)?;
+        let node = patch_node(&root).ok_or_else(|| Error::invalid("no patch node"))?;
+        let b = node
+            .meta
+            .get(1..5)
+            .ok_or_else(|| Error::invalid("short meta"))?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn described(bytes: &[u8]) -> Result<String> {
+        Ok(describe(&NodeView::parse(bytes)?)?.to_string())
+    }
+
+    /// `i % 8` with `outlier` at the first, middle and last positions.
+    fn with_outliers<T: Int>(n: usize, outlier: T) -> Vec<T> {
+        let mut v: Vec<T> = (0..n as u64).map(|i| T::from_u64_wrapping(i % 8)).collect();
+        for p in [0, n / 2, n.saturating_sub(1)] {
+            if let Some(x) = v.get_mut(p) {
+                *x = outlier;
+            }
+        }
+        v
+    }
+
+    fn cases_for<T: Int + IntVecOf>() -> Result<()> {
+        for n in [0, 1, 2, 1023, 1024, 1025, 3000] {
+            let values = Values::Int(T::wrap(with_outliers(n, T::MAX)));
+            for plan in [
+                "patch | bitpack",
+                "patch(3) | bitpack",
+                "patch(0) | bitpack",
+                "for | patch | bitpack",
+                "patch | for | bitpack",
+                "patch",
+            ] {
+                round_trip(plan, &values)?;
+            }
+            let bits = T::BITS;
+            let expected_outliers = [0, n / 2, n.saturating_sub(1)]
+                .iter()
+                .filter(|&&p| p < n)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len() as u32;
+            // Outliers at the first and last positions are exceptions; nothing else is.
+            let bytes = round_trip("patch(3) | bitpack", &values)?;
+            assert_eq!(exceptions(&bytes)?, expected_outliers, "{} n={n}", T::PTYPE);
+            // No exceptions at the full width.
+            let bytes = round_trip(&format!("patch({bits}) | bitpack"), &values)?;
+            assert_eq!(exceptions(&bytes)?, 0);
+            // All exceptions: every value but the zeros is wider than 0 bits.
+            let nonzero = Values::Int(T::wrap(vec![T::MAX; n]));
+            let bytes = round_trip("patch(0) | bitpack", &nonzero)?;
+            assert_eq!(exceptions(&bytes)?, n as u32);
+            assert_eq!(described(&bytes)?, "patch(0) | bitpack(0)");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn round_trips_every_int_type() -> Result<()> {
+        cases_for::<u8>()?;
+        cases_for::<u16>()?;
+        cases_for::<u32>()?;
+        cases_for::<u64>()?;
+        cases_for::<i8>()?;
+        cases_for::<i16>()?;
+        cases_for::<i32>()?;
+        cases_for::<i64>()
+    }
+
+    #[test]
+    fn outliers_do_not_widen_the_packing() -> Result<()> {
+        let values = Values::Int(IntVec::I64(with_outliers(5000, 1 << 40)));
+        let patched = round_trip("for | patch | bitpack", &values)?;
+        let plain = round_trip("for | bitpack", &values)?;
+        assert_eq!(exceptions(&patched)?, 3);
+        assert_eq!(described(&patched)?, "for | patch(3) | bitpack(3)");
+        assert!(
+            patched.len() * 4 < plain.len(),
+            "{} vs {}",
+            patched.len(),
+            plain.len()
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn best_width_weighs_exceptions_against_width() {
+        // 1000 values of 3 bits and 2 of 64: 1002 * 3 + 2 * 96 beats 1002 * 64.
+        let mut v: Vec<u64> = (0..1000).map(|i| i % 8).collect();
+        v.extend([u64::MAX, u64::MAX - 1]);
+        assert_eq!(best_width(&v), 3);
+        // Half the values wide: exceptions cost more than the width.
+        let v: Vec<u64> = (0..1000)
+            .map(|i| if i % 2 == 0 { 1 << 20 } else { 1 })
+            .collect();
+        assert_eq!(best_width(&v), 21);
+        assert_eq!(best_width::<u32>(&[]), 32);
+        assert_eq!(best_width(&[0u8; 100]), 0);
+        // Negative values are full width as unsigned bits.
+        assert_eq!(best_width(&[-1i16; 10]), 16);
+    }
+
+    #[test]
+    fn validates_positions() {
+        assert!(validate_positions(&[], 0).is_ok());
+        assert!(validate_positions(&[0, 1, 5], 6).is_ok());
+        assert!(validate_positions(&[0, 0], 6).is_err());
+        assert!(validate_positions(&[3, 2], 6).is_err());
+        assert!(validate_positions(&[6], 6).is_err());
+        assert!(validate_positions(&[0], 0).is_err());
+    }
+
+    #[test]
+    fn plan_errors() -> Result<()> {
+        let v64 = Values::Int(IntVec::I64(vec![1, 2, 3]));
+        let v8 = Values::Int(IntVec::U8(vec![1, 2, 3]));
+        for (plan, values) in [
+            ("patch(65) | bitpack", &v64),
+            ("patch(-1) | bitpack", &v64),
+            ("patch(9) | bitpack", &v8),
+            ("patch(1, 2) | bitpack", &v8),
+        ] {
+            assert!(encode(&plan.parse()?, values).is_err(), "{plan}");
+        }
+        assert!(encode(&"patch".parse()?, &Values::F64(vec![1.0])).is_err());
+        round_trip("patch(64)", &v64)?;
+        round_trip("patch(8)", &v8)?;
+        Ok(())
+    }
+
+    fn sample_node() -> Result<EncodedNode> {
+        let mut v: Vec<u32> = (0..100).map(|i| i % 8).collect();
+        v[0] = 1 << 30;
+        v[40] = 1 << 20;
+        v[99] = u32::MAX;
+        encode(&"patch(3) | bitpack".parse()?, &Values::Int(IntVec::U32(v)))
+    }
+
+    fn decode_err(node: &EncodedNode) -> Result<String> {
+        match decode_bytes(&node.to_bytes()?) {
+            Ok(_) => Err(Error::invalid("corrupt node decoded")),
+            Err(e) => Ok(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_and_bit_flips_never_panic() -> Result<()> {
+        let bytes = sample_node()?.to_bytes()?;
+        decode_bytes(&bytes)?;
+        for n in 0..bytes.len() {
+            assert!(decode_bytes(&bytes[..n]).is_err(), "prefix {n}");
+        }
+        for i in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            if let Ok(v) = decode_bytes(&b) {
+                assert_eq!(v.len(), NodeView::parse(&b)?.len);
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn corrupt_exceptions_are_reported() -> Result<()> {
+        let good = sample_node()?;
+        let positions = |p: &[u32]| bytemuck::cast_slice::<u32, u8>(p).to_vec();
+
+        let mut n = good.clone();
+        n.buffers[0] = positions(&[0, 99, 40]);
+        assert!(decode_err(&n)?.contains("not after the previous one"));
+
+        let mut n = good.clone();
+        n.buffers[0] = positions(&[0, 40, 100]);
+        assert!(decode_err(&n)?.contains("past the end of 100 values"));
+
+        let mut n = good.clone();
+        n.buffers[0] = positions(&[0, 40]);
+        assert!(decode_err(&n)?.contains("metadata says 3"));
+
+        let mut n = good.clone();
+        n.buffers[1].truncate(8);
+        assert!(decode_err(&n)?.contains("metadata says 3"));
+
+        let mut n = good.clone();
+        n.buffers[1].push(0);
+        assert!(decode_err(&n)?.contains("not a multiple of 4"));
+
+        let mut n = good.clone();
+        n.meta[1..5].copy_from_slice(&101u32.to_le_bytes());
+        assert!(decode_err(&n)?.contains("claims 101 exceptions among 100 values"));
+
+        let mut n = good.clone();
+        n.meta[0] = 33;
+        assert!(decode_err(&n)?.contains("exceeds the 32-bit value type"));
+
+        let mut n = good.clone();
+        n.meta.push(0);
+        assert!(decode_err(&n)?.contains("extra bytes"));
+
+        let mut n = good.clone();
+        n.buffers.pop();
+        assert!(decode_err(&n)?.contains("expected 2 and 1"));
+
+        let mut n = good.clone();
+        n.children[0] = encode(&"bitpack".parse()?, &Values::Int(IntVec::U64(vec![0; 100])))?;
+        assert!(decode_err(&n)?.contains("expected u32"));
+
+        let mut n = good;
+        n.children[0] = encode(&"bitpack".parse()?, &Values::Int(IntVec::U32(vec![0; 99])))?;
+        assert!(decode_err(&n)?.contains("expected 100"));
+        Ok(())
+    }
+
+    fn small_with_outliers<T: Arbitrary + Copy + From<u8>>() -> impl Strategy<Value = Vec<T>> {
+        prop::collection::vec(
+            prop_oneof![8 => (0u8..16).prop_map(T::from), 1 => any::<T>()],
+            0..2100,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn i64_round_trips(v in prop_oneof![
+            prop::collection::vec(any::<i64>(), 0..2100),
+            small_with_outliers::<i64>(),
+        ]) {
+            let values = Values::Int(IntVec::I64(v));
+            for plan in ["for | patch | bitpack", "patch(3) | bitpack", "patch | bitpack",
+                         "zigzag | patch | bitpack"] {
+                round_trip(plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+        }
+
+        #[test]
+        fn u32_round_trips(v in prop_oneof![
+            prop::collection::vec(any::<u32>(), 0..2100),
+            small_with_outliers::<u32>(),
+        ]) {
+            let values = Values::Int(IntVec::U32(v));
+            for plan in ["for | patch | bitpack", "patch(3) | bitpack", "patch | bitpack",
+                         "patch(32) | bitpack"] {
+                round_trip(plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+        }
     }
 }

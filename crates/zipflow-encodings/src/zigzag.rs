@@ -67,7 +67,13 @@ impl Encoding for ZigZag {
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
         node.expect_shape("zigzag", 0, 1)?;
         node.meta_reader().finish("zigzag")?;
-        expect_child(node, 0, "zigzag", bitpack::unsigned_of(node.ptype), Some(node.len))?;
+        expect_child(
+            node,
+            0,
+            "zigzag",
+            bitpack::unsigned_of(node.ptype),
+            Some(node.len),
+        )?;
         let decoded = scratch.decode(&node.children[0])?;
         let Values::Int(o) = out else {
             return Err(Error::corrupt("zigzag node for non-integer values"));

@@ -41,7 +41,7 @@ pub struct ColumnMeta {
     /// Column name.
     pub name: String,
     /// What the column holds; decides the physical type of its value stream.
-    pub ty: ColumnType,
+    pub column_type: ColumnType,
     /// Whether the column may hold nulls.
     pub nullable: bool,
 }
@@ -61,6 +61,8 @@ pub struct ChunkMeta {
     pub first_row: u64,
     /// xxh3-64 of the payload (values and validity trees).
     pub checksum: u64,
+    /// Size of the chunk's values in plain form (`Values::plain_size`), for ratios.
+    pub plain_bytes: u64,
     /// Zone map: min, max, null count.
     pub stats: ChunkStats,
     /// The plan of the values tree, parameters resolved.
@@ -74,6 +76,11 @@ impl ChunkMeta {
     pub fn payload_len(&self) -> u64 {
         u64::from(self.values_len) + u64::from(self.validity_len)
     }
+
+    /// What the chunk costs on disk: its payload (values and validity trees).
+    pub fn compressed_bytes(&self) -> u64 {
+        self.payload_len()
+    }
 }
 
 /// One chunk, encoded, as the writer receives it.
@@ -85,6 +92,8 @@ pub struct EncodedChunk {
     pub validity: Option<Vec<u8>>,
     /// Rows in the chunk.
     pub rows: u32,
+    /// Size of the values in plain form (`Values::plain_size`).
+    pub plain_bytes: u64,
     /// Zone map.
     pub stats: ChunkStats,
     /// Plan text of the values tree.
@@ -110,9 +119,8 @@ pub fn schema_to_ipc(schema: &Schema) -> Vec<u8> {
 pub fn schema_from_ipc(bytes: &[u8]) -> Result<Schema> {
     // The flatbuffer is verified before it is read, but the conversion to Arrow types may still
     // reach an assertion on a crafted message; a malformed schema must be an error, not a crash.
-    let parsed = std::panic::catch_unwind(|| {
-        arrow::ipc::convert::try_schema_from_flatbuffer_bytes(bytes)
-    });
+    let parsed =
+        std::panic::catch_unwind(|| arrow::ipc::convert::try_schema_from_flatbuffer_bytes(bytes));
     match parsed {
         Ok(Ok(schema)) => Ok(schema),
         Ok(Err(e)) => Err(Error::Corrupt {
@@ -221,7 +229,7 @@ impl Footer {
         w.u32(u32::try_from(self.columns.len()).map_err(|_| Error::unsupported("2^32 columns"))?);
         for c in &self.columns {
             w.bytes(c.name.as_bytes())?;
-            w.out.extend_from_slice(&c.ty.to_bytes());
+            w.out.extend_from_slice(&c.column_type.to_bytes());
             w.u8(u8::from(c.nullable));
         }
         w.bytes(&self.schema_ipc)?;
@@ -233,6 +241,7 @@ impl Footer {
                 w.u32(m.rows);
                 w.u64(m.first_row);
                 w.u64(m.checksum);
+                w.u64(m.plain_bytes);
                 m.stats.write(&mut w.out);
                 w.bytes(m.plan.as_bytes())?;
                 w.bytes(m.validity_plan.as_bytes())?;
@@ -253,14 +262,17 @@ impl Footer {
         }
         let total_rows = r.u64("total rows")?;
         let chunk_rows = r.u64("rows per chunk")?;
-        if chunk_rows == 0 || chunk_rows > u64::from(u32::MAX) {
-            return Err(Error::corrupt(format!("rows per chunk is {chunk_rows}")));
+        if chunk_rows == 0 || chunk_rows > zipflow_core::MAX_CHUNK_LEN as u64 {
+            return Err(Error::corrupt(format!(
+                "rows per chunk is {chunk_rows}, outside 1..={}",
+                zipflow_core::MAX_CHUNK_LEN
+            )));
         }
         let ncols = r.u32("column count")?;
         let mut columns = Vec::new();
         for i in 0..ncols {
             let name = r.string("column name")?;
-            let ty = ColumnType::from_bytes(r.array::<4>("column type")?)
+            let column_type = ColumnType::from_bytes(r.array::<4>("column type")?)
                 .map_err(|e| e.at_column(&name))?;
             let nullable = match r.u8("nullable flag")? {
                 0 => false,
@@ -271,7 +283,11 @@ impl Footer {
                     )));
                 }
             };
-            columns.push(ColumnMeta { name, ty, nullable });
+            columns.push(ColumnMeta {
+                name,
+                column_type,
+                nullable,
+            });
         }
         let schema_ipc = r.bytes("Arrow schema")?.to_vec();
         let ngroups = row_groups(total_rows, chunk_rows);
@@ -281,7 +297,9 @@ impl Footer {
             for i in 0..ngroups {
                 let chunk = u32::try_from(i).map_err(|_| Error::corrupt("2^32 chunks"))?;
                 let m = read_entry(&mut r)
-                    .and_then(|m| check_entry(&m, col, i, total_rows, chunk_rows, payload_end).map(|()| m))
+                    .and_then(|m| {
+                        check_entry(&m, col, i, total_rows, chunk_rows, payload_end).map(|()| m)
+                    })
                     .map_err(|e| e.at_chunk(chunk).at_column(&col.name))?;
                 metas.push(m);
             }
@@ -310,6 +328,7 @@ fn read_entry(r: &mut FooterReader<'_>) -> Result<ChunkMeta> {
     let rows = r.u32("row count")?;
     let first_row = r.u64("first row")?;
     let checksum = r.u64("chunk checksum")?;
+    let plain_bytes = r.u64("plain size")?;
     let stats = ChunkStats::read(&mut r.bytes)?;
     let plan = r.string("plan")?;
     let validity_plan = r.string("validity plan")?;
@@ -320,6 +339,7 @@ fn read_entry(r: &mut FooterReader<'_>) -> Result<ChunkMeta> {
         rows,
         first_row,
         checksum,
+        plain_bytes,
         stats,
         plan,
         validity_plan,
@@ -345,14 +365,17 @@ fn check_entry(
         )));
     }
     let end = m.offset.checked_add(m.payload_len());
-    if m.offset < HEADER_LEN as u64 || m.offset % 8 != 0 || end.is_none_or(|e| e > payload_end) {
+    if m.offset < HEADER_LEN as u64
+        || !m.offset.is_multiple_of(8)
+        || end.is_none_or(|e| e > payload_end)
+    {
         return Err(Error::corrupt(format!(
             "payload of {} bytes at offset {} lies outside the payload area {HEADER_LEN}..{payload_end} or is not 8-byte aligned",
             m.payload_len(),
             m.offset
         )));
     }
-    if m.values_len % 8 != 0 || m.validity_len % 8 != 0 || m.values_len == 0 {
+    if !m.values_len.is_multiple_of(8) || !m.validity_len.is_multiple_of(8) || m.values_len == 0 {
         return Err(Error::corrupt(format!(
             "node tree lengths {} and {} are not whole, 8-byte aligned trees",
             m.values_len, m.validity_len
@@ -368,7 +391,11 @@ fn check_entry(
             m.stats.null_count,
             m.rows,
             m.validity_len,
-            if col.nullable { "nullable" } else { "not nullable" }
+            if col.nullable {
+                "nullable"
+            } else {
+                "not nullable"
+            }
         )));
     }
     Ok(())
@@ -440,7 +467,9 @@ impl ZfFile {
             Ok(m) => FileBytes::Mapped(m),
             Err(_) => {
                 let mut v = Vec::new();
-                (&file).read_to_end(&mut v).map_err(|e| Error::io(path, e))?;
+                (&file)
+                    .read_to_end(&mut v)
+                    .map_err(|e| Error::io(path, e))?;
                 FileBytes::from_vec(&v)
             }
         };
@@ -539,7 +568,9 @@ impl ZfFile {
     /// checksum. Errors name file, column and chunk.
     pub fn chunk_payload(&self, col: usize, chunk: usize) -> Result<(&[u8], &ChunkMeta)> {
         let meta = self.try_chunk_meta(col, chunk)?;
-        self.checked_payload(meta).map(|p| (p, meta)).map_err(|e| self.locate(e, col, chunk))
+        self.checked_payload(meta)
+            .map(|p| (p, meta))
+            .map_err(|e| self.locate(e, col, chunk))
     }
 
     fn checked_payload(&self, meta: &ChunkMeta) -> Result<&[u8]> {
@@ -568,7 +599,8 @@ impl ZfFile {
             Some(c) => e.at_column(&c.name),
             None => e,
         };
-        e.at_chunk(u32::try_from(chunk).unwrap_or(u32::MAX)).in_file(&self.path)
+        e.at_chunk(u32::try_from(chunk).unwrap_or(u32::MAX))
+            .in_file(&self.path)
     }
 
     /// Reads chunk `chunk` of column `col`: verifies its checksum, parses its node trees and
@@ -600,7 +632,7 @@ impl ZfFile {
         let rows = meta.rows as usize;
         let (values_bytes, validity_bytes) = payload.split_at(meta.values_len as usize);
         let node = NodeView::parse(values_bytes)?;
-        let ptype = column.ty.ptype();
+        let ptype = column.column_type.ptype();
         if node.ptype != ptype || node.len != rows {
             return Err(Error::corrupt(format!(
                 "values tree holds {} {} values, the index says {rows} {ptype} values",
@@ -656,7 +688,9 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
     let (header, rest) = bytes.split_at(HEADER_LEN);
     let (body, trailer) = rest.split_at(rest.len() - TRAILER_LEN);
     if header[..8] != MAGIC {
-        return Err(Error::corrupt("not a zipflow file: the magic `ZIPFLOW1` is missing"));
+        return Err(Error::corrupt(
+            "not a zipflow file: the magic `ZIPFLOW1` is missing",
+        ));
     }
     let version = u16::from_le_bytes([header[8], header[9]]);
     if version > VERSION {
@@ -675,8 +709,16 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
             "the end magic `ZFEND001` is missing: the file is truncated or was not finished",
         ));
     }
-    let footer_len = u64::from_le_bytes(trailer[0..8].try_into().map_err(|_| Error::corrupt("trailer"))?);
-    let stored = u64::from_le_bytes(trailer[8..16].try_into().map_err(|_| Error::corrupt("trailer"))?);
+    let footer_len = u64::from_le_bytes(
+        trailer[0..8]
+            .try_into()
+            .map_err(|_| Error::corrupt("trailer"))?,
+    );
+    let stored = u64::from_le_bytes(
+        trailer[8..16]
+            .try_into()
+            .map_err(|_| Error::corrupt("trailer"))?,
+    );
     let body_len = body.len() as u64;
     if footer_len > body_len {
         return Err(Error::corrupt(format!(
@@ -696,7 +738,7 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
         });
     }
     let payload_end = (HEADER_LEN + footer_start) as u64;
-    if payload_end % 8 != 0 {
+    if !payload_end.is_multiple_of(8) {
         return Err(Error::corrupt(format!(
             "footer starts at byte {payload_end}, not 8-byte aligned"
         )));
@@ -775,11 +817,7 @@ pub fn temp_path(target: &Path) -> PathBuf {
 }
 
 fn refuse_existing(target: &Path) -> Error {
-    Error::invalid(format!(
-        "{} already exists; pass --force to overwrite it",
-        target.display()
-    ))
-    .in_file(target)
+    Error::invalid("the file already exists; pass --force to overwrite it").in_file(target)
 }
 
 impl FileWriter {
@@ -794,10 +832,10 @@ impl FileWriter {
         overwrite: bool,
     ) -> Result<FileWriter> {
         let target = target.as_ref().to_path_buf();
-        if chunk_rows == 0 || u32::try_from(chunk_rows).is_err() {
+        if chunk_rows == 0 || chunk_rows > zipflow_core::MAX_CHUNK_LEN {
             return Err(Error::invalid(format!(
                 "rows per chunk must be between 1 and {}, got {chunk_rows}",
-                u32::MAX
+                zipflow_core::MAX_CHUNK_LEN
             )));
         }
         if !overwrite && target.exists() {
@@ -818,7 +856,8 @@ impl FileWriter {
         let mut header = [0u8; HEADER_LEN];
         header[..8].copy_from_slice(&MAGIC);
         header[8..10].copy_from_slice(&VERSION.to_le_bytes());
-        out.write_all(&header).map_err(|e| Error::io(&temp.path, e))?;
+        out.write_all(&header)
+            .map_err(|e| Error::io(&temp.path, e))?;
         let chunks = vec![Vec::new(); columns.len()];
         Ok(FileWriter {
             target,
@@ -865,7 +904,7 @@ impl FileWriter {
                 self.columns.len()
             ));
         }
-        if self.total_rows % self.chunk_rows != 0 {
+        if !self.total_rows.is_multiple_of(self.chunk_rows) {
             return fail("a row group after a short (final) row group".into());
         }
         let rows = chunks.first().map_or(0, |c| c.rows);
@@ -887,8 +926,10 @@ impl FileWriter {
             let validity = c.validity.unwrap_or_default();
             let validity_len = u32::try_from(validity.len())
                 .map_err(|_| locate(Error::unsupported("an encoded validity over 4 GiB")))?;
-            if values_len % 8 != 0 || validity_len % 8 != 0 {
-                return Err(locate(Error::invalid("node trees must be whole serialised trees")));
+            if !values_len.is_multiple_of(8) || !validity_len.is_multiple_of(8) {
+                return Err(locate(Error::invalid(
+                    "node trees must be whole serialised trees",
+                )));
             }
             if (c.stats.null_count > 0) != (validity_len > 0) {
                 return Err(locate(Error::invalid(
@@ -905,6 +946,7 @@ impl FileWriter {
                 rows,
                 first_row: self.total_rows,
                 checksum: hasher.digest(),
+                plain_bytes: c.plain_bytes,
                 stats: c.stats,
                 plan: c.plan,
                 validity_plan: c.validity_plan,
@@ -970,6 +1012,7 @@ mod tests {
             rows,
             first_row,
             checksum: 7,
+            plain_bytes: 40,
             stats: ChunkStats {
                 min: Some(Scalar::Int(-3)),
                 max: Some(Scalar::Int(9)),
@@ -986,7 +1029,7 @@ mod tests {
             chunk_rows: 10,
             columns: vec![ColumnMeta {
                 name: "a".into(),
-                ty: ColumnType::Int(PType::I32),
+                column_type: ColumnType::Int(PType::I32),
                 nullable: false,
             }],
             schema_ipc: vec![1, 2, 3],

@@ -12,7 +12,7 @@
 
 use proptest::prelude::*;
 use zipflow_core::values::IntVecOf;
-use zipflow_core::{Error, Int, IntVec, PType, Plan, Values};
+use zipflow_core::{Error, IntVec, PType, Plan, Values};
 use zipflow_encodings::{NodeView, decode_bytes, describe, encode, encodings, estimate};
 use zipflow_select::candidates;
 
@@ -126,7 +126,12 @@ fn check(plan: &Plan, input: &Values) -> Result<(), TestCaseError> {
     let again = encode(&resolved, input)
         .and_then(|n| n.to_bytes())
         .map_err(|e| TestCaseError::fail(format!("{resolved} (from {plan}): {e}")))?;
-    prop_assert!(again == bytes, "{} re-encoded differently from {}", resolved, plan);
+    prop_assert!(
+        again == bytes,
+        "{} re-encoded differently from {}",
+        resolved,
+        plan
+    );
 
     for bad in corruptions(&bytes) {
         let _ = decode_bytes(&bad);
@@ -142,7 +147,11 @@ fn check_all(input: &Values) -> Result<(), TestCaseError> {
 }
 
 fn ints_as<T: IntVecOf>(v: &[i64]) -> Values {
-    Values::Int(T::wrap(v.iter().map(|&x| T::from_i128_wrapping(i128::from(x))).collect()))
+    Values::Int(T::wrap(
+        v.iter()
+            .map(|&x| T::from_i128_wrapping(i128::from(x)))
+            .collect(),
+    ))
 }
 
 fn all_int_types(v: &[i64]) -> Vec<Values> {
@@ -174,7 +183,9 @@ fn edge_cases() -> Vec<Vec<i64>> {
         (0..3000)
             .map(|i| if i % 97 == 0 { i64::MAX - i } else { i % 13 })
             .collect(),
-        (0..2049).map(|i| if i % 2 == 0 { i64::MIN } else { i64::MAX }).collect(),
+        (0..2049)
+            .map(|i| if i % 2 == 0 { i64::MIN } else { i64::MAX })
+            .collect(),
     ];
     let mut x = 0x1234_5678_9abc_def0u64;
     cases.push(
@@ -203,7 +214,11 @@ fn every_primitive_is_exercised() {
         }
     }
     for e in encodings() {
-        assert!(used.iter().any(|u| u == e.name()), "{} is not in the harness", e.name());
+        assert!(
+            used.iter().any(|u| u == e.name()),
+            "{} is not in the harness",
+            e.name()
+        );
     }
 }
 
@@ -222,10 +237,15 @@ fn float_edge_cases() -> Vec<Vec<f64>> {
         vec![],
         vec![-0.0],
         vec![0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY],
-        vec![f64::from_bits(0x7ff8_0000_0000_0001), f64::from_bits(0xfff0_0000_0000_0001)],
+        vec![
+            f64::from_bits(0x7ff8_0000_0000_0001),
+            f64::from_bits(0xfff0_0000_0000_0001),
+        ],
         vec![f64::MIN, f64::MAX, f64::MIN_POSITIVE, 5e-324, 1e300],
         (0..1025).map(|i| (i as f64) * 0.01).collect(),
-        (0..3000).map(|i| ((i * 7919) % 100_000) as f64 / 100.0 + 900.0).collect(),
+        (0..3000)
+            .map(|i| ((i * 7919) % 100_000) as f64 / 100.0 + 900.0)
+            .collect(),
         (0..1024).map(|i| (i as f64).sqrt()).collect(),
         vec![21168.23; 1023],
     ]
@@ -327,7 +347,9 @@ fn selector_is_deterministic_and_round_trips() {
     let values = Values::Int(IntVec::I64(v));
     let a = zipflow_select::choose_and_encode(&values).map(|(p, n)| (p, n.to_bytes().ok()));
     let b = zipflow_select::choose_and_encode(&values).map(|(p, n)| (p, n.to_bytes().ok()));
-    let (Ok(a), Ok(b)) = (a, b) else { panic!("selection failed") };
+    let (Ok(a), Ok(b)) = (a, b) else {
+        panic!("selection failed")
+    };
     assert_eq!(a, b);
     let bytes = a.1.unwrap_or_default();
     assert!(decode_bytes(&bytes).is_ok_and(|back| back == values));

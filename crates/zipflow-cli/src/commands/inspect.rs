@@ -50,7 +50,9 @@ pub fn run(a: Args) -> Result<()> {
         bytes(file_size)
     );
     let mut t = Table::new(
-        &["column", "type", "plan", "size", "plain", "ratio", "min", "max", "nulls"],
+        &[
+            "column", "type", "plan", "size", "plain", "ratio", "min", "max", "nulls",
+        ],
         3,
     );
     let (mut total_plain, mut total_packed) = (0u64, 0u64);
@@ -70,7 +72,7 @@ pub fn run(a: Args) -> Result<()> {
         total_packed += packed;
         total_plain += plain;
         let mut by_use: Vec<_> = plans.into_iter().collect();
-        by_use.sort_by(|a, b| b.1.cmp(&a.1));
+        by_use.sort_by_key(|p| std::cmp::Reverse(p.1));
         let plan = match by_use.as_slice() {
             [] => "-".to_string(),
             [(p, _)] => p.to_string(),
@@ -99,7 +101,9 @@ pub fn run(a: Args) -> Result<()> {
         for (c, col) in zf.columns().iter().enumerate() {
             println!("\ncolumn `{}`:", col.name);
             let mut t = Table::new(
-                &["chunk", "rows", "plan", "size", "ratio", "min", "max", "nulls"],
+                &[
+                    "chunk", "rows", "plan", "size", "ratio", "min", "max", "nulls",
+                ],
                 0,
             );
             for i in 0..zf.num_chunks() {

@@ -15,7 +15,9 @@ pub fn parse_plans(args: &[String]) -> Result<HashMap<String, Plan>> {
     let mut plans = HashMap::new();
     for a in args {
         let Some((column, text)) = a.split_once('=') else {
-            bail!("--plan `{a}`: expected COLUMN=PLAN, e.g. --plan 'l_orderkey=delta | for | bitpack'");
+            bail!(
+                "--plan `{a}`: expected COLUMN=PLAN, e.g. --plan 'l_orderkey=delta | for | bitpack'"
+            );
         };
         let plan: Plan = text
             .parse()

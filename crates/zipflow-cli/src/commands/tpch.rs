@@ -77,7 +77,10 @@ fn plain_size(a: &dyn Array) -> u64 {
     match a.data_type() {
         DataType::Utf8View => {
             let s = a.as_string_view();
-            s.iter().map(|v| v.map_or(0, str::len) as u64 + 4).sum::<u64>() + 4
+            s.iter()
+                .map(|v| v.map_or(0, str::len) as u64 + 4)
+                .sum::<u64>()
+                + 4
         }
         DataType::Utf8 => a.as_string::<i32>().values().len() as u64 + 4 * (a.len() as u64 + 1),
         DataType::Decimal128(_, _) => 8 * a.len() as u64,
@@ -179,7 +182,11 @@ fn compress_verify_report(
             row += got.len();
         }
         if row != originals[c].len() {
-            bail!("column `{}`: {row} rows back, {} in", schema.field(c).name(), originals[c].len());
+            bail!(
+                "column `{}`: {row} rows back, {} in",
+                schema.field(c).name(),
+                originals[c].len()
+            );
         }
         Ok(())
     })?;
@@ -250,7 +257,13 @@ fn compress_verify_report(
     for (c, p) in plain_sizes.iter_mut().enumerate() {
         *p = originals_plain(batches, c);
     }
-    let string_cols = ["l_returnflag", "l_linestatus", "l_shipinstruct", "l_shipmode", "l_comment"];
+    let string_cols = [
+        "l_returnflag",
+        "l_linestatus",
+        "l_shipinstruct",
+        "l_shipmode",
+        "l_comment",
+    ];
     let mut totals = [(0u64, 0u64, 0u64, 0f64); 2]; // (plain, zipflow, parquet, decode secs): all, non-string
     for (c, col) in summary.columns.iter().enumerate() {
         let plain = plain_sizes[c];
@@ -263,11 +276,18 @@ fn compress_verify_report(
             ratio(plain, col.compressed_bytes),
             speed(plain, col.encode_secs),
             speed(plain, decode_secs[c]),
-            if a.no_parquet { "-".into() } else { bytes(pq_sizes[c]) },
             if a.no_parquet {
                 "-".into()
             } else {
-                format!("{:.2}", col.compressed_bytes as f64 / pq_sizes[c].max(1) as f64)
+                bytes(pq_sizes[c])
+            },
+            if a.no_parquet {
+                "-".into()
+            } else {
+                format!(
+                    "{:.2}",
+                    col.compressed_bytes as f64 / pq_sizes[c].max(1) as f64
+                )
             },
         ]);
         for (k, tot) in totals.iter_mut().enumerate() {
@@ -281,9 +301,12 @@ fn compress_verify_report(
         }
     }
     print!("{}", table.render());
-    let per_col: BTreeMap<_, _> = [("all columns", totals[0]), ("non-string columns", totals[1])]
-        .into_iter()
-        .collect();
+    let per_col: BTreeMap<_, _> = [
+        ("all columns", totals[0]),
+        ("non-string columns", totals[1]),
+    ]
+    .into_iter()
+    .collect();
     for (label, (plain, zf_bytes, pq, secs)) in per_col {
         println!(
             "{label}: zipflow {} (ratio {}), Parquet+zstd(3) {} (zipflow/parquet {:.3}); decode {} on 1 thread",
@@ -305,6 +328,8 @@ fn compress_verify_report(
 }
 
 fn originals_plain(batches: &[RecordBatch], c: usize) -> u64 {
-    batches.iter().map(|b| plain_size(b.column(c).as_ref())).sum()
+    batches
+        .iter()
+        .map(|b| plain_size(b.column(c).as_ref()))
+        .sum()
 }
-

@@ -1,0 +1,657 @@
+//! Arrow arrays to zipflow value streams and back.
+//!
+//! [`to_column`] turns one Arrow array into a [`ColumnType`], a [`Values`] stream and (if it
+//! has nulls) a [`Validity`]; [`from_column`] turns them back into an array of exactly the
+//! field's `DataType`. The stored stream is the column's physical representation:
+//!
+//! | Arrow type | column type | stream |
+//! | --- | --- | --- |
+//! | Boolean | bool | u8 (0 / 1) |
+//! | Int8..Int64, UInt8..UInt64 | int | the same integers |
+//! | Float32, Float64 | float | f32, f64 |
+//! | Date32 | date32 | i32 |
+//! | Date64 | timestamp(ms) | i64 |
+//! | Timestamp(unit, tz) | timestamp(unit) | i64 |
+//! | Time32, Time64, Duration | int | i32, i64 |
+//! | Decimal32/64/128/256(p, s) | decimal(min(p, 18), s) | i64 (unscaled) |
+//! | Utf8, LargeUtf8, Utf8View | utf8 | byte strings |
+//! | Binary, LargeBinary, BinaryView | binary | byte strings |
+//! | Dictionary(K, V) | V's | V's (the dictionary is rebuilt on read) |
+//!
+//! The exact Arrow type (string offsets width, views, dictionary key type, time zone, declared
+//! decimal precision) lives in the Arrow schema of the file, so it comes back exactly.
+//!
+//! A null slot stores the previous valid value (0 before the first), which keeps runs and
+//! bit widths as they are; null strings store the empty string, which costs nothing.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, GenericByteArray, GenericStringArray, OffsetSizeTrait,
+    PrimitiveArray,
+};
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::{
+    ArrowPrimitiveType, ByteArrayType, DataType, Date32Type, Date64Type, Decimal32Type,
+    Decimal64Type, Decimal128Type, Decimal256Type, DecimalType, DurationMicrosecondType,
+    DurationMillisecondType, DurationNanosecondType, DurationSecondType, Field, Float32Type,
+    Float64Type, GenericBinaryType, Int8Type, Int16Type, Int32Type, Int64Type,
+    Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
+    TimeUnit as ArrowTimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+    i256,
+};
+use zipflow_core::types::TimeUnit;
+use zipflow_core::values::ByteStrings;
+use zipflow_core::{ColumnType, Error, IntVec, PType, Result, Values};
+
+use crate::file::Validity;
+
+fn unsupported_type(name: &str, dt: &DataType) -> Error {
+    Error::unsupported(format!("column `{name}`: type {dt} is not supported"))
+}
+
+fn time_unit(u: &ArrowTimeUnit) -> TimeUnit {
+    match u {
+        ArrowTimeUnit::Second => TimeUnit::Second,
+        ArrowTimeUnit::Millisecond => TimeUnit::Millisecond,
+        ArrowTimeUnit::Microsecond => TimeUnit::Microsecond,
+        ArrowTimeUnit::Nanosecond => TimeUnit::Nanosecond,
+    }
+}
+
+fn decimal(precision: u8, scale: i8) -> ColumnType {
+    // Values are stored as i64, which holds every 18-digit number; a wider declared precision
+    // stays in the Arrow schema and each value is checked to fit when it is written.
+    ColumnType::Decimal {
+        precision: precision.clamp(1, 18),
+        scale,
+    }
+}
+
+/// The column type a field is stored as, or [`Error::Unsupported`] naming the column and type.
+pub fn column_type(field: &Field) -> Result<ColumnType> {
+    storage_type(field.name(), field.data_type())
+}
+
+fn storage_type(name: &str, dt: &DataType) -> Result<ColumnType> {
+    Ok(match dt {
+        DataType::Boolean => ColumnType::Bool,
+        DataType::Int8 => ColumnType::Int(PType::I8),
+        DataType::Int16 => ColumnType::Int(PType::I16),
+        DataType::Int32 => ColumnType::Int(PType::I32),
+        DataType::Int64 => ColumnType::Int(PType::I64),
+        DataType::UInt8 => ColumnType::Int(PType::U8),
+        DataType::UInt16 => ColumnType::Int(PType::U16),
+        DataType::UInt32 => ColumnType::Int(PType::U32),
+        DataType::UInt64 => ColumnType::Int(PType::U64),
+        DataType::Float32 => ColumnType::Float(PType::F32),
+        DataType::Float64 => ColumnType::Float(PType::F64),
+        DataType::Date32 => ColumnType::Date32,
+        DataType::Date64 => ColumnType::Timestamp(TimeUnit::Millisecond),
+        DataType::Timestamp(u, _) => ColumnType::Timestamp(time_unit(u)),
+        DataType::Time32(ArrowTimeUnit::Second | ArrowTimeUnit::Millisecond) => {
+            ColumnType::Int(PType::I32)
+        }
+        DataType::Time64(ArrowTimeUnit::Microsecond | ArrowTimeUnit::Nanosecond)
+        | DataType::Duration(_) => ColumnType::Int(PType::I64),
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s) => decimal(*p, *s),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => ColumnType::Utf8,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => ColumnType::Binary,
+        DataType::Dictionary(_, v) => match storage_type(name, v) {
+            Ok(t) => t,
+            Err(_) => return Err(unsupported_type(name, dt)),
+        },
+        _ => return Err(unsupported_type(name, dt)),
+    })
+}
+
+/// Replaces every null slot with the previous valid value (the default before the first).
+fn fill_nulls<T: Copy + Default>(v: &mut [T], nulls: Option<&NullBuffer>) {
+    let Some(nulls) = nulls.filter(|n| n.null_count() > 0) else {
+        return;
+    };
+    let mut prev = T::default();
+    let mut filled_to = 0;
+    for (start, end) in nulls.inner().set_slices() {
+        if let Some(gap) = v.get_mut(filled_to..start) {
+            gap.fill(prev);
+        }
+        if let Some(&last) = end.checked_sub(1).and_then(|i| v.get(i)) {
+            prev = last;
+        }
+        filled_to = end;
+    }
+    if let Some(rest) = v.get_mut(filled_to..) {
+        rest.fill(prev);
+    }
+}
+
+fn primitive<T: ArrowPrimitiveType>(array: &dyn Array) -> Result<Vec<T::Native>>
+where
+    T::Native: Default,
+{
+    let a = array.as_primitive_opt::<T>().ok_or_else(|| {
+        Error::invalid(format!("array of {} is not primitive", array.data_type()))
+    })?;
+    let mut v = a.values().to_vec();
+    fill_nulls(&mut v, a.nulls());
+    Ok(v)
+}
+
+fn ints<T: ArrowPrimitiveType>(
+    array: &dyn Array,
+    wrap: fn(Vec<T::Native>) -> IntVec,
+) -> Result<Values>
+where
+    T::Native: Default,
+{
+    Ok(Values::Int(wrap(primitive::<T>(array)?)))
+}
+
+fn widen<T: ArrowPrimitiveType>(array: &dyn Array) -> Result<Values>
+where
+    T::Native: Default + Into<i64>,
+{
+    let v = primitive::<T>(array)?;
+    Ok(Values::Int(IntVec::I64(
+        v.into_iter().map(Into::into).collect(),
+    )))
+}
+
+fn narrow<T: ArrowPrimitiveType>(
+    name: &str,
+    array: &dyn Array,
+    to_i64: fn(T::Native) -> Option<i64>,
+) -> Result<Values>
+where
+    T::Native: Default + std::fmt::Display,
+{
+    let v = primitive::<T>(array)?;
+    let mut out = Vec::with_capacity(v.len());
+    for x in v {
+        let Some(y) = to_i64(x) else {
+            return Err(Error::unsupported(format!(
+                "column `{name}`: {} value {x} (unscaled) does not fit in 64 bits; \
+                 zipflow stores decimals as scaled 64-bit integers",
+                array.data_type()
+            )));
+        };
+        out.push(y);
+    }
+    Ok(Values::Int(IntVec::I64(out)))
+}
+
+/// Byte strings from Arrow offsets and data; null slots become empty strings.
+fn strings_from_offsets<O: OffsetSizeTrait>(
+    offsets: &[O],
+    data: &[u8],
+    nulls: Option<&NullBuffer>,
+) -> ByteStrings {
+    let (Some(first), Some(last)) = (offsets.first(), offsets.last()) else {
+        return ByteStrings {
+            offsets: vec![0],
+            data: Vec::new(),
+        };
+    };
+    let base = first.as_usize();
+    match nulls.filter(|n| n.null_count() > 0) {
+        None => ByteStrings {
+            offsets: offsets
+                .iter()
+                .map(|o| (o.as_usize() - base) as u64)
+                .collect(),
+            data: data[base..last.as_usize()].to_vec(),
+        },
+        Some(nulls) => {
+            let mut out = ByteStrings {
+                offsets: Vec::with_capacity(offsets.len()),
+                data: Vec::with_capacity(last.as_usize() - base),
+            };
+            out.offsets.push(0);
+            for (i, w) in offsets.windows(2).enumerate() {
+                if nulls.is_valid(i) {
+                    out.data
+                        .extend_from_slice(&data[w[0].as_usize()..w[1].as_usize()]);
+                }
+                out.offsets.push(out.data.len() as u64);
+            }
+            out
+        }
+    }
+}
+
+fn byte_array<T: ByteArrayType>(array: &dyn Array) -> Result<Values> {
+    let a = array.as_bytes_opt::<T>().ok_or_else(|| {
+        Error::invalid(format!(
+            "array of {} is not a byte array",
+            array.data_type()
+        ))
+    })?;
+    Ok(Values::Bytes(strings_from_offsets(
+        a.value_offsets(),
+        a.value_data(),
+        a.nulls(),
+    )))
+}
+
+fn byte_views(array: &dyn Array) -> Result<Values> {
+    let mut out = ByteStrings {
+        offsets: Vec::with_capacity(array.len() + 1),
+        data: Vec::new(),
+    };
+    out.offsets.push(0);
+    let nulls = array.nulls();
+    let mut push = |i: usize, value: &[u8]| {
+        if nulls.is_none_or(|n| n.is_valid(i)) {
+            out.data.extend_from_slice(value);
+        }
+        out.offsets.push(out.data.len() as u64);
+    };
+    if let Some(a) = array.as_string_view_opt() {
+        for i in 0..a.len() {
+            push(i, a.value(i).as_bytes());
+        }
+    } else if let Some(a) = array.as_binary_view_opt() {
+        for i in 0..a.len() {
+            push(i, a.value(i));
+        }
+    } else {
+        return Err(Error::invalid(format!(
+            "array of {} is not a view array",
+            array.data_type()
+        )));
+    }
+    Ok(Values::Bytes(out))
+}
+
+fn validity_of(array: &dyn Array) -> Option<Validity> {
+    let nulls = array.logical_nulls()?;
+    if nulls.null_count() == 0 {
+        return None;
+    }
+    Some(nulls.iter().collect())
+}
+
+/// Converts an Arrow array of `field` into a column type, a value stream and, if the array has
+/// nulls, its validity.
+pub fn to_column(
+    field: &Field,
+    array: &dyn Array,
+) -> Result<(ColumnType, Values, Option<Validity>)> {
+    let name = field.name();
+    let ty = column_type(field)?;
+    if array.data_type() != field.data_type() {
+        return Err(Error::invalid(format!(
+            "column `{name}`: array of {} for a field of {}",
+            array.data_type(),
+            field.data_type()
+        )));
+    }
+    if let DataType::Dictionary(_, value_type) = array.data_type() {
+        let decoded = arrow::compute::cast(array, value_type)
+            .map_err(|e| Error::external(format!("column `{name}`: decoding a dictionary"), e))?;
+        let inner = Field::new(name, value_type.as_ref().clone(), field.is_nullable());
+        return to_column(&inner, decoded.as_ref());
+    }
+    let values = values_of(name, array)?;
+    Ok((ty, values, validity_of(array)))
+}
+
+fn values_of(name: &str, array: &dyn Array) -> Result<Values> {
+    use ArrowTimeUnit as U;
+    let dt = array.data_type();
+    Ok(match dt {
+        DataType::Boolean => {
+            let a = array.as_boolean();
+            let mut v: Vec<u8> = a.values().iter().map(u8::from).collect();
+            fill_nulls(&mut v, a.nulls());
+            Values::Int(IntVec::U8(v))
+        }
+        DataType::Int8 => ints::<Int8Type>(array, IntVec::I8)?,
+        DataType::Int16 => ints::<Int16Type>(array, IntVec::I16)?,
+        DataType::Int32 => ints::<Int32Type>(array, IntVec::I32)?,
+        DataType::Int64 => ints::<Int64Type>(array, IntVec::I64)?,
+        DataType::UInt8 => ints::<UInt8Type>(array, IntVec::U8)?,
+        DataType::UInt16 => ints::<UInt16Type>(array, IntVec::U16)?,
+        DataType::UInt32 => ints::<UInt32Type>(array, IntVec::U32)?,
+        DataType::UInt64 => ints::<UInt64Type>(array, IntVec::U64)?,
+        DataType::Float32 => Values::F32(primitive::<Float32Type>(array)?),
+        DataType::Float64 => Values::F64(primitive::<Float64Type>(array)?),
+        DataType::Date32 => ints::<Date32Type>(array, IntVec::I32)?,
+        DataType::Date64 => ints::<Date64Type>(array, IntVec::I64)?,
+        DataType::Timestamp(U::Second, _) => ints::<TimestampSecondType>(array, IntVec::I64)?,
+        DataType::Timestamp(U::Millisecond, _) => {
+            ints::<TimestampMillisecondType>(array, IntVec::I64)?
+        }
+        DataType::Timestamp(U::Microsecond, _) => {
+            ints::<TimestampMicrosecondType>(array, IntVec::I64)?
+        }
+        DataType::Timestamp(U::Nanosecond, _) => {
+            ints::<TimestampNanosecondType>(array, IntVec::I64)?
+        }
+        DataType::Time32(U::Second) => ints::<Time32SecondType>(array, IntVec::I32)?,
+        DataType::Time32(U::Millisecond) => ints::<Time32MillisecondType>(array, IntVec::I32)?,
+        DataType::Time64(U::Microsecond) => ints::<Time64MicrosecondType>(array, IntVec::I64)?,
+        DataType::Time64(U::Nanosecond) => ints::<Time64NanosecondType>(array, IntVec::I64)?,
+        DataType::Duration(U::Second) => ints::<DurationSecondType>(array, IntVec::I64)?,
+        DataType::Duration(U::Millisecond) => ints::<DurationMillisecondType>(array, IntVec::I64)?,
+        DataType::Duration(U::Microsecond) => ints::<DurationMicrosecondType>(array, IntVec::I64)?,
+        DataType::Duration(U::Nanosecond) => ints::<DurationNanosecondType>(array, IntVec::I64)?,
+        DataType::Decimal32(..) => widen::<Decimal32Type>(array)?,
+        DataType::Decimal64(..) => ints::<Decimal64Type>(array, IntVec::I64)?,
+        DataType::Decimal128(..) => {
+            narrow::<Decimal128Type>(name, array, |x| i64::try_from(x).ok())?
+        }
+        DataType::Decimal256(..) => narrow::<Decimal256Type>(name, array, |x| {
+            x.to_i128().and_then(|x| i64::try_from(x).ok())
+        })?,
+        DataType::Utf8 => byte_array::<arrow::datatypes::Utf8Type>(array)?,
+        DataType::LargeUtf8 => byte_array::<arrow::datatypes::LargeUtf8Type>(array)?,
+        DataType::Binary => byte_array::<GenericBinaryType<i32>>(array)?,
+        DataType::LargeBinary => byte_array::<GenericBinaryType<i64>>(array)?,
+        DataType::Utf8View | DataType::BinaryView => byte_views(array)?,
+        _ => return Err(unsupported_type(name, dt)),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Back to Arrow
+
+fn mismatch(name: &str, values: &Values, dt: &DataType) -> Error {
+    Error::corrupt(format!(
+        "column `{name}`: a stream of {} values cannot hold {dt}",
+        values.ptype()
+    ))
+}
+
+macro_rules! take_ints {
+    ($values:expr, $variant:ident, $name:expr, $dt:expr) => {
+        match $values {
+            Values::Int(IntVec::$variant(v)) => v,
+            other => return Err(mismatch($name, &other, $dt)),
+        }
+    };
+}
+
+fn prim_array<T: ArrowPrimitiveType>(v: Vec<T::Native>, nulls: Option<NullBuffer>) -> ArrayRef {
+    Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(v), nulls))
+}
+
+fn decimal_array<T: DecimalType>(
+    name: &str,
+    v: Vec<T::Native>,
+    nulls: Option<NullBuffer>,
+    precision: u8,
+    scale: i8,
+) -> Result<ArrayRef> {
+    let a = PrimitiveArray::<T>::new(ScalarBuffer::from(v), nulls)
+        .with_precision_and_scale(precision, scale)
+        .map_err(|e| Error::external(format!("column `{name}`: rebuilding decimals"), e))?;
+    Ok(Arc::new(a))
+}
+
+/// Arrow offsets from byte-string offsets, which must start at 0 and never decrease.
+fn arrow_offsets<O: OffsetSizeTrait>(name: &str, b: &ByteStrings) -> Result<OffsetBuffer<O>> {
+    let mut prev = 0u64;
+    let mut out = Vec::with_capacity(b.offsets.len());
+    for (i, &o) in b.offsets.iter().enumerate() {
+        if (i == 0 && o != 0) || o < prev || o > b.data.len() as u64 {
+            return Err(Error::corrupt(format!(
+                "column `{name}`: string offsets are not increasing within the data"
+            )));
+        }
+        prev = o;
+        let o = usize::try_from(o)
+            .ok()
+            .and_then(O::from_usize)
+            .ok_or_else(|| {
+                Error::unsupported(format!(
+                    "column `{name}`: a chunk of more than 2 GiB of string data needs a Large type"
+                ))
+            })?;
+        out.push(o);
+    }
+    if b.offsets.last().copied().unwrap_or(0) != b.data.len() as u64 {
+        return Err(Error::corrupt(format!(
+            "column `{name}`: string offsets do not end at the end of the data"
+        )));
+    }
+    // Checked above: starts at 0, non-decreasing, so `OffsetBuffer::new`'s checks hold.
+    Ok(OffsetBuffer::new(ScalarBuffer::from(out)))
+}
+
+fn bytes_array<O: OffsetSizeTrait>(
+    name: &str,
+    b: ByteStrings,
+    nulls: Option<NullBuffer>,
+    utf8: bool,
+) -> Result<ArrayRef> {
+    let offsets = arrow_offsets::<O>(name, &b)?;
+    let data = Buffer::from_vec(b.data);
+    let arr: Result<ArrayRef, _> = if utf8 {
+        GenericStringArray::<O>::try_new(offsets, data, nulls).map(|a| Arc::new(a) as ArrayRef)
+    } else {
+        GenericByteArray::<GenericBinaryType<O>>::try_new(offsets, data, nulls)
+            .map(|a| Arc::new(a) as ArrayRef)
+    };
+    arr.map_err(|e| Error::external(format!("column `{name}`: rebuilding strings"), e))
+}
+
+/// Builds an array of exactly `field`'s data type from a decoded stream and its validity.
+pub fn from_column(
+    field: &Field,
+    ty: ColumnType,
+    values: Values,
+    validity: Option<Validity>,
+) -> Result<ArrayRef> {
+    let name = field.name();
+    let dt = field.data_type();
+    let expected = column_type(field)?;
+    if expected != ty {
+        return Err(Error::corrupt(format!(
+            "column `{name}` is stored as {ty}, its Arrow type {dt} needs {expected}"
+        )));
+    }
+    if let Some(v) = &validity
+        && v.len() != values.len()
+    {
+        return Err(Error::corrupt(format!(
+            "column `{name}`: validity of {} rows for {} values",
+            v.len(),
+            values.len()
+        )));
+    }
+    let nulls = validity.map(NullBuffer::from);
+    array_of(name, dt, values, nulls)
+}
+
+fn array_of(
+    name: &str,
+    dt: &DataType,
+    values: Values,
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef> {
+    use ArrowTimeUnit as U;
+    Ok(match dt {
+        DataType::Boolean => {
+            let v = take_ints!(values, U8, name, dt);
+            let bits = BooleanBuffer::from_iter(v.iter().map(|&b| b != 0));
+            Arc::new(BooleanArray::new(bits, nulls))
+        }
+        DataType::Int8 => prim_array::<Int8Type>(take_ints!(values, I8, name, dt), nulls),
+        DataType::Int16 => prim_array::<Int16Type>(take_ints!(values, I16, name, dt), nulls),
+        DataType::Int32 => prim_array::<Int32Type>(take_ints!(values, I32, name, dt), nulls),
+        DataType::Int64 => prim_array::<Int64Type>(take_ints!(values, I64, name, dt), nulls),
+        DataType::UInt8 => prim_array::<UInt8Type>(take_ints!(values, U8, name, dt), nulls),
+        DataType::UInt16 => prim_array::<UInt16Type>(take_ints!(values, U16, name, dt), nulls),
+        DataType::UInt32 => prim_array::<UInt32Type>(take_ints!(values, U32, name, dt), nulls),
+        DataType::UInt64 => prim_array::<UInt64Type>(take_ints!(values, U64, name, dt), nulls),
+        DataType::Float32 => match values {
+            Values::F32(v) => prim_array::<Float32Type>(v, nulls),
+            other => return Err(mismatch(name, &other, dt)),
+        },
+        DataType::Float64 => match values {
+            Values::F64(v) => prim_array::<Float64Type>(v, nulls),
+            other => return Err(mismatch(name, &other, dt)),
+        },
+        DataType::Date32 => prim_array::<Date32Type>(take_ints!(values, I32, name, dt), nulls),
+        DataType::Date64 => prim_array::<Date64Type>(take_ints!(values, I64, name, dt), nulls),
+        DataType::Timestamp(u, tz) => {
+            let v = ScalarBuffer::from(take_ints!(values, I64, name, dt));
+            match u {
+                U::Second => Arc::new(
+                    PrimitiveArray::<TimestampSecondType>::new(v, nulls)
+                        .with_timezone_opt(tz.clone()),
+                ),
+                U::Millisecond => Arc::new(
+                    PrimitiveArray::<TimestampMillisecondType>::new(v, nulls)
+                        .with_timezone_opt(tz.clone()),
+                ),
+                U::Microsecond => Arc::new(
+                    PrimitiveArray::<TimestampMicrosecondType>::new(v, nulls)
+                        .with_timezone_opt(tz.clone()),
+                ),
+                U::Nanosecond => Arc::new(
+                    PrimitiveArray::<TimestampNanosecondType>::new(v, nulls)
+                        .with_timezone_opt(tz.clone()),
+                ),
+            }
+        }
+        DataType::Time32(U::Second) => {
+            prim_array::<Time32SecondType>(take_ints!(values, I32, name, dt), nulls)
+        }
+        DataType::Time32(U::Millisecond) => {
+            prim_array::<Time32MillisecondType>(take_ints!(values, I32, name, dt), nulls)
+        }
+        DataType::Time64(U::Microsecond) => {
+            prim_array::<Time64MicrosecondType>(take_ints!(values, I64, name, dt), nulls)
+        }
+        DataType::Time64(U::Nanosecond) => {
+            prim_array::<Time64NanosecondType>(take_ints!(values, I64, name, dt), nulls)
+        }
+        DataType::Duration(U::Second) => {
+            prim_array::<DurationSecondType>(take_ints!(values, I64, name, dt), nulls)
+        }
+        DataType::Duration(U::Millisecond) => {
+            prim_array::<DurationMillisecondType>(take_ints!(values, I64, name, dt), nulls)
+        }
+        DataType::Duration(U::Microsecond) => {
+            prim_array::<DurationMicrosecondType>(take_ints!(values, I64, name, dt), nulls)
+        }
+        DataType::Duration(U::Nanosecond) => {
+            prim_array::<DurationNanosecondType>(take_ints!(values, I64, name, dt), nulls)
+        }
+        DataType::Decimal32(p, s) => {
+            let v = take_ints!(values, I64, name, dt);
+            let v = v
+                .into_iter()
+                .map(i32::try_from)
+                .collect::<Result<Vec<i32>, _>>()
+                .map_err(|_| {
+                    Error::corrupt(format!("column `{name}`: a stored value does not fit {dt}"))
+                })?;
+            decimal_array::<Decimal32Type>(name, v, nulls, *p, *s)?
+        }
+        DataType::Decimal64(p, s) => {
+            decimal_array::<Decimal64Type>(name, take_ints!(values, I64, name, dt), nulls, *p, *s)?
+        }
+        DataType::Decimal128(p, s) => {
+            let v = take_ints!(values, I64, name, dt);
+            let v = v.into_iter().map(i128::from).collect();
+            decimal_array::<Decimal128Type>(name, v, nulls, *p, *s)?
+        }
+        DataType::Decimal256(p, s) => {
+            let v = take_ints!(values, I64, name, dt);
+            let v = v
+                .into_iter()
+                .map(|x| i256::from_i128(i128::from(x)))
+                .collect();
+            decimal_array::<Decimal256Type>(name, v, nulls, *p, *s)?
+        }
+        DataType::Utf8 | DataType::Binary | DataType::LargeUtf8 | DataType::LargeBinary => {
+            let Values::Bytes(b) = values else {
+                return Err(mismatch(name, &values, dt));
+            };
+            let utf8 = matches!(dt, DataType::Utf8 | DataType::LargeUtf8);
+            if matches!(dt, DataType::Utf8 | DataType::Binary) {
+                bytes_array::<i32>(name, b, nulls, utf8)?
+            } else {
+                bytes_array::<i64>(name, b, nulls, utf8)?
+            }
+        }
+        DataType::Utf8View | DataType::BinaryView => {
+            let Values::Bytes(b) = values else {
+                return Err(mismatch(name, &values, dt));
+            };
+            let utf8 = *dt == DataType::Utf8View;
+            // Build the offset form, then let Arrow make views into the same data buffer.
+            let plain = if b.data.len() <= i32::MAX as usize {
+                bytes_array::<i32>(name, b, nulls, utf8)?
+            } else {
+                bytes_array::<i64>(name, b, nulls, utf8)?
+            };
+            cast_to(name, &plain, dt)?
+        }
+        DataType::Dictionary(_, value_type) => {
+            let plain = array_of(name, value_type, values, nulls)?;
+            cast_to(name, &plain, dt)?
+        }
+        _ => return Err(unsupported_type(name, dt)),
+    })
+}
+
+fn cast_to(name: &str, array: &ArrayRef, dt: &DataType) -> Result<ArrayRef> {
+    arrow::compute::cast(array, dt)
+        .map_err(|e| Error::external(format!("column `{name}`: converting to {dt}"), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, StringArray};
+
+    #[test]
+    fn nulls_take_the_previous_value() -> Result<()> {
+        let a = Int32Array::from(vec![None, Some(5), None, None, Some(7), None]);
+        let f = Field::new("a", DataType::Int32, true);
+        let (ty, v, validity) = to_column(&f, &a)?;
+        assert_eq!(ty, ColumnType::Int(PType::I32));
+        assert_eq!(v, Values::Int(IntVec::I32(vec![0, 5, 5, 5, 7, 7])));
+        assert_eq!(validity, Some(vec![false, true, false, false, true, false]));
+        let back = from_column(&f, ty, v, validity)?;
+        assert_eq!(back.as_ref(), &a as &dyn Array);
+        Ok(())
+    }
+
+    #[test]
+    fn sliced_strings_rebase() -> Result<()> {
+        let a = StringArray::from(vec![Some("xx"), None, Some("abc"), Some(""), Some("d")]);
+        let s = a.slice(1, 3);
+        let f = Field::new("s", DataType::Utf8, true);
+        let (ty, v, validity) = to_column(&f, &s)?;
+        let Values::Bytes(b) = &v else {
+            panic!("not bytes")
+        };
+        assert_eq!(b.offsets, vec![0, 0, 3, 3]);
+        let back = from_column(&f, ty, v, validity)?;
+        assert_eq!(back.as_ref(), &s as &dyn Array);
+        Ok(())
+    }
+
+    #[test]
+    fn unsupported_types_name_the_column() {
+        let f = Field::new("x", DataType::Float16, false);
+        let e = column_type(&f)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("column `x`: type Float16 is not supported"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,413 @@
+//! Tables: Arrow record batches in, a zipflow file out, and back.
+//!
+//! [`TableWriter`] cuts the incoming batches into row groups of
+//! [`WriteOptions::chunk_rows`] rows, converts every column ([`crate::arrow::to_column`]),
+//! chooses and runs a plan per chunk (the columns of a row group in parallel) and streams the
+//! chunks into a [`FileWriter`]. [`ZfFile::read_array`], [`ZfFile::read_batch`] and
+//! [`ZfFile::batches`] read them back as Arrow.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::{Field, SchemaRef};
+use rayon::prelude::*;
+use zipflow_core::stats::ChunkStats;
+use zipflow_core::{ColumnType, Error, IntVec, Plan, Result, Values};
+use zipflow_encodings::{EncodedNode, NodeView, Scratch};
+
+use crate::arrow::{column_type, from_column, to_column};
+use crate::file::{ColumnMeta, EncodedChunk, FileWriter, ZfFile, schema_to_ipc};
+
+/// How a table is written.
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    /// Rows per row group (and so per chunk of every column).
+    pub chunk_rows: usize,
+    /// A forced plan per column name; other columns get a chosen plan per chunk.
+    pub plans: HashMap<String, Plan>,
+    /// Replace an existing file at the target path.
+    pub overwrite: bool,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            chunk_rows: 64 * zipflow_core::VECTOR_LEN,
+            plans: HashMap::new(),
+            overwrite: false,
+        }
+    }
+}
+
+/// What writing one column cost and produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnSummary {
+    /// Column name.
+    pub name: String,
+    /// How the column is stored.
+    pub column_type: ColumnType,
+    /// Bytes of its chunk payloads (values and validity trees).
+    pub compressed_bytes: u64,
+    /// Bytes of its values in plain form ([`Values::plain_size`]).
+    pub plain_bytes: u64,
+    /// Seconds spent converting and encoding it, summed over its chunks (across threads).
+    pub encode_secs: f64,
+    /// Plans used for its values, with how many chunks used each, most used first.
+    pub plans: Vec<(String, u64)>,
+}
+
+impl ColumnSummary {
+    /// The most used plan, and how many others there were: `for | bitpack(7)`, or
+    /// `for | bitpack(7) (12 chunks; 2 other plans)`.
+    pub fn plan_summary(&self) -> String {
+        match self.plans.as_slice() {
+            [] => "-".to_string(),
+            [(p, _)] => p.clone(),
+            [(p, n), rest @ ..] => format!("{p} ({n} chunks; {} other plans)", rest.len()),
+        }
+    }
+}
+
+/// What [`TableWriter::finish`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileSummary {
+    /// Rows written.
+    pub rows: u64,
+    /// Size of the file.
+    pub bytes: u64,
+    /// Per column.
+    pub columns: Vec<ColumnSummary>,
+}
+
+#[derive(Debug, Default)]
+struct ColumnTally {
+    compressed: u64,
+    plain: u64,
+    time: Duration,
+    plans: BTreeMap<String, u64>,
+}
+
+/// Writes Arrow record batches to a zipflow file, one row group at a time.
+///
+/// Holds at most one row group of input plus its encoded chunks. Dropping it before
+/// [`TableWriter::finish`] leaves no file behind.
+pub struct TableWriter {
+    file: FileWriter,
+    schema: SchemaRef,
+    types: Vec<ColumnType>,
+    plans: Vec<Option<Plan>>,
+    chunk_rows: usize,
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    tallies: Vec<ColumnTally>,
+    /// Set when a row group failed to encode or write: the file would miss rows, so the
+    /// writer refuses to go on (dropping it removes the temporary file).
+    failed: bool,
+}
+
+impl std::fmt::Debug for TableWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableWriter")
+            .field("file", &self.file)
+            .field("pending_rows", &self.pending_rows)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TableWriter {
+    /// Starts writing a table of `schema` to `path`. Fails on a type zipflow cannot store, on
+    /// a forced plan for a column that does not exist, and on an existing file unless
+    /// [`WriteOptions::overwrite`] is set.
+    pub fn create(
+        path: impl AsRef<Path>,
+        schema: SchemaRef,
+        options: WriteOptions,
+    ) -> Result<Self> {
+        let path = path.as_ref();
+        let types = schema
+            .fields()
+            .iter()
+            .map(|f| column_type(f))
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| e.in_file(path))?;
+        let mut unknown: Vec<&String> = options
+            .plans
+            .keys()
+            .filter(|name| schema.field_with_name(name).is_err())
+            .collect();
+        unknown.sort();
+        if let Some(name) = unknown.first() {
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            return Err(Error::invalid(format!(
+                "a plan is given for column `{name}`, which does not exist (columns: {})",
+                names.join(", ")
+            ))
+            .in_file(path));
+        }
+        let plans = schema
+            .fields()
+            .iter()
+            .map(|f| options.plans.get(f.name()).cloned())
+            .collect();
+        let columns = schema
+            .fields()
+            .iter()
+            .zip(&types)
+            .map(|(f, ty)| ColumnMeta {
+                name: f.name().clone(),
+                column_type: *ty,
+                nullable: f.is_nullable(),
+            })
+            .collect();
+        let file = FileWriter::create(
+            path,
+            columns,
+            schema_to_ipc(&schema),
+            options.chunk_rows,
+            options.overwrite,
+        )?;
+        let tallies = (0..types.len()).map(|_| ColumnTally::default()).collect();
+        Ok(TableWriter {
+            file,
+            schema,
+            types,
+            plans,
+            chunk_rows: options.chunk_rows,
+            pending: Vec::new(),
+            pending_rows: 0,
+            tallies,
+            failed: false,
+        })
+    }
+
+    /// Appends a batch of any size; full row groups are encoded and written as they complete.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.check_failed()?;
+        self.check_batch(batch)
+            .map_err(|e| e.in_file(self.file.path()))?;
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let take = (self.chunk_rows - self.pending_rows).min(batch.num_rows() - offset);
+            self.pending.push(batch.slice(offset, take));
+            self.pending_rows += take;
+            offset += take;
+            if self.pending_rows == self.chunk_rows {
+                let flushed = self.flush();
+                self.failed = flushed.is_err();
+                flushed?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        if self.failed {
+            return Err(
+                Error::invalid("an earlier write failed; this file cannot be completed")
+                    .in_file(self.file.path()),
+            );
+        }
+        Ok(())
+    }
+
+    fn check_batch(&self, batch: &RecordBatch) -> Result<()> {
+        let fields = self.schema.fields();
+        if batch.num_columns() != fields.len() {
+            return Err(Error::invalid(format!(
+                "batch has {} columns, the table has {}",
+                batch.num_columns(),
+                fields.len()
+            )));
+        }
+        for (field, array) in fields.iter().zip(batch.columns()) {
+            if array.data_type() != field.data_type() {
+                return Err(Error::invalid(format!(
+                    "batch column of type {}, the table's column is {}",
+                    array.data_type(),
+                    field.data_type()
+                ))
+                .at_column(field.name()));
+            }
+            if !field.is_nullable() && array.logical_null_count() > 0 {
+                return Err(Error::invalid("nulls in a column declared not nullable")
+                    .at_column(field.name()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes and writes the pending rows as one row group.
+    fn flush(&mut self) -> Result<()> {
+        if self.pending_rows == 0 {
+            return Ok(());
+        }
+        let path = self.file.path().to_path_buf();
+        let batch = match self.pending.len() {
+            1 => self.pending.pop(),
+            _ => None,
+        };
+        let batch = match batch {
+            Some(b) => b,
+            None => arrow::compute::concat_batches(&self.schema, &self.pending).map_err(|e| {
+                Error::external("joining batches into a row group", e).in_file(&path)
+            })?,
+        };
+        self.pending.clear();
+        self.pending_rows = 0;
+        let chunk = u32::try_from(self.file.rows() / self.chunk_rows as u64)
+            .map_err(|_| Error::unsupported("more than 2^32 row groups").in_file(&path))?;
+        let fields = self.schema.fields();
+        let encoded: Vec<(EncodedChunk, u64, Duration)> = (0..fields.len())
+            .into_par_iter()
+            .map(|c| {
+                let field = &fields[c];
+                encode_chunk(
+                    field,
+                    self.types[c],
+                    self.plans[c].as_ref(),
+                    batch.column(c),
+                )
+                .map_err(|e| e.at_column(field.name()).at_chunk(chunk).in_file(&path))
+            })
+            .collect::<Result<_>>()?;
+        let mut chunks = Vec::with_capacity(encoded.len());
+        for ((chunk, plain, time), tally) in encoded.into_iter().zip(&mut self.tallies) {
+            tally.compressed +=
+                (chunk.values.len() + chunk.validity.as_ref().map_or(0, Vec::len)) as u64;
+            tally.plain += plain;
+            tally.time += time;
+            *tally.plans.entry(chunk.plan.clone()).or_default() += 1;
+            chunks.push(chunk);
+        }
+        self.file.write_row_group(chunks)
+    }
+
+    /// Writes the last, partial row group and the footer, and moves the file into place.
+    pub fn finish(mut self) -> Result<FileSummary> {
+        self.check_failed()?;
+        self.flush()?;
+        let rows = self.file.rows();
+        let bytes = self.file.finish()?;
+        let columns = self
+            .schema
+            .fields()
+            .iter()
+            .zip(self.types)
+            .zip(std::mem::take(&mut self.tallies))
+            .map(|((f, ty), t)| {
+                let mut plans: Vec<(String, u64)> = t.plans.into_iter().collect();
+                plans.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                ColumnSummary {
+                    name: f.name().clone(),
+                    column_type: ty,
+                    compressed_bytes: t.compressed,
+                    plain_bytes: t.plain,
+                    encode_secs: t.time.as_secs_f64(),
+                    plans,
+                }
+            })
+            .collect();
+        Ok(FileSummary {
+            rows,
+            bytes,
+            columns,
+        })
+    }
+}
+
+/// The serialised tree and its resolved plan text.
+fn serialise(node: &EncodedNode) -> Result<(Vec<u8>, String)> {
+    let bytes = node.to_bytes()?;
+    let plan = zipflow_encodings::describe(&NodeView::parse(&bytes)?)?.to_string();
+    Ok((bytes, plan))
+}
+
+/// Converts and encodes one chunk of one column; returns it with its plain size and the time
+/// it took.
+fn encode_chunk(
+    field: &Field,
+    ty: ColumnType,
+    plan: Option<&Plan>,
+    array: &ArrayRef,
+) -> Result<(EncodedChunk, u64, Duration)> {
+    let start = Instant::now();
+    let (got, values, validity) = to_column(field, array.as_ref())?;
+    debug_assert_eq!(got, ty);
+    let stats = ChunkStats::compute(&values, validity.as_deref());
+    let node = match plan {
+        Some(p) => zipflow_encodings::encode(p, &values)?,
+        None => zipflow_select::choose_and_encode(&values)?.1,
+    };
+    let (values_bytes, plan) = serialise(&node)?;
+    let (validity, validity_plan) = match &validity {
+        None => (None, String::new()),
+        Some(v) => {
+            let flags = Values::Int(IntVec::U8(v.iter().map(|&b| u8::from(b)).collect()));
+            let (_, node) = zipflow_select::choose_and_encode(&flags)?;
+            let (bytes, plan) = serialise(&node)?;
+            (Some(bytes), plan)
+        }
+    };
+    let rows = u32::try_from(values.len())
+        .map_err(|_| Error::unsupported("a chunk of more than 2^32 rows"))?;
+    let chunk = EncodedChunk {
+        values: values_bytes,
+        validity,
+        rows,
+        plain_bytes: values.plain_size() as u64,
+        stats,
+        plan,
+        validity_plan,
+    };
+    Ok((chunk, values.plain_size() as u64, start.elapsed()))
+}
+
+impl ZfFile {
+    /// Reads chunk `chunk` of column `col` as an Arrow array of the column's exact type.
+    /// Errors name file, column and chunk.
+    pub fn read_array(&self, col: usize, chunk: usize, scratch: &mut Scratch) -> Result<ArrayRef> {
+        let (values, validity) = self.read_chunk(col, chunk, scratch)?;
+        let schema = self.arrow_schema();
+        let locate = |e: Error| {
+            e.at_chunk(u32::try_from(chunk).unwrap_or(u32::MAX))
+                .in_file(self.path())
+        };
+        let (Some(field), Some(meta)) = (schema.fields().get(col), self.columns().get(col)) else {
+            return Err(locate(Error::invalid(format!(
+                "column index {col} out of range"
+            ))));
+        };
+        from_column(field, meta.column_type, values, validity)
+            .map_err(|e| locate(e.at_column(&meta.name)))
+    }
+
+    /// Reads row group `i` (chunk `i` of every column, decoded in parallel) as a record batch.
+    pub fn read_batch(&self, i: usize) -> Result<RecordBatch> {
+        if i >= self.num_chunks() {
+            return Err(Error::invalid(format!(
+                "row group {i} out of range: the file has {}",
+                self.num_chunks()
+            ))
+            .in_file(self.path()));
+        }
+        let arrays = (0..self.columns().len())
+            .into_par_iter()
+            .map_init(Scratch::default, |scratch, c| {
+                self.read_array(c, i, scratch)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let first = i as u64 * self.chunk_rows();
+        let rows = self.chunk_rows().min(self.num_rows() - first) as usize;
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        RecordBatch::try_new_with_options(self.arrow_schema(), arrays, &options).map_err(|e| {
+            Error::external(format!("assembling row group {i}"), e).in_file(self.path())
+        })
+    }
+
+    /// All row groups, in order, as record batches.
+    pub fn batches(&self) -> impl Iterator<Item = Result<RecordBatch>> + '_ {
+        (0..self.num_chunks()).map(move |i| self.read_batch(i))
+    }
+}

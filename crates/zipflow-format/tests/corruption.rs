@@ -1,0 +1,230 @@
+//! Damaged files: truncations, bit flips, random bytes and crafted footers give errors that
+//! name the file (and the column and chunk when the damage is inside a chunk), never panics.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use arrow::array::*;
+use arrow::datatypes::*;
+use zipflow_core::{Error, Result};
+use zipflow_format::file::{HEADER_LEN, TRAILER_LEN};
+use zipflow_format::{TableWriter, WriteOptions, ZfFile};
+
+const NAME: &str = "damaged.zf";
+
+/// A small file: ints with nulls, a string column, a float column; 3 chunks each.
+fn sample() -> (Vec<u8>, Vec<RecordBatch>) {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("qty", DataType::Int32, true),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("price", DataType::Float64, false),
+    ]));
+    let n = 2500;
+    let mut rng = common::Rng(11);
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(0..n as i64)),
+            Arc::new(Int32Array::from(
+                (0..n)
+                    .map(|i| (i % 9 != 0).then(|| (rng.below(50)) as i32))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                (0..n)
+                    .map(|i| (i % 11 != 0).then(|| ["a", "bb", "ccc"][i % 3]))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Float64Array::from_iter_values(
+                (0..n).map(|i| (i % 100) as f64 * 0.5),
+            )),
+        ],
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(NAME);
+    let options = WriteOptions {
+        chunk_rows: 1000,
+        ..Default::default()
+    };
+    let mut w = TableWriter::create(&path, schema, options).unwrap();
+    w.write(&batch).unwrap();
+    w.finish().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let file = ZfFile::open(&path).unwrap();
+    let batches = file.batches().collect::<Result<Vec<_>>>().unwrap();
+    (bytes, batches)
+}
+
+/// Opens and reads every chunk; the first error, or the batches.
+fn read(bytes: &[u8]) -> Result<Vec<RecordBatch>> {
+    let file = ZfFile::from_bytes(NAME, bytes)?;
+    file.batches().collect()
+}
+
+/// Where byte `pos` lies: `Some((column, chunk))` inside a chunk payload.
+fn chunk_at(original: &ZfFile, pos: usize) -> Option<(String, usize)> {
+    for (c, col) in original.columns().iter().enumerate() {
+        for i in 0..original.num_chunks() {
+            let m = original.chunk_meta(c, i);
+            let start = m.offset as usize;
+            if (start..start + m.payload_len() as usize).contains(&pos) {
+                return Some((col.name.clone(), i));
+            }
+        }
+    }
+    None
+}
+
+fn check_error(e: &Error, place: Option<&(String, usize)>, what: &str) {
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(NAME),
+        "{what}: error does not name the file: {msg}"
+    );
+    if let Some((col, chunk)) = place {
+        let want = format!("{NAME}, column `{col}`, chunk {chunk}: ");
+        assert!(
+            msg.starts_with(&want),
+            "{what}: expected `{want}...`, got: {msg}"
+        );
+    }
+}
+
+#[test]
+fn truncations_are_errors() {
+    let (bytes, _) = sample();
+    let mut cuts: Vec<usize> = (0..bytes.len()).step_by(7).collect();
+    cuts.extend(bytes.len().saturating_sub(200)..bytes.len());
+    for n in cuts {
+        let e = read(&bytes[..n]).expect_err("a truncated file must not read");
+        check_error(&e, None, &format!("cut at {n}"));
+    }
+}
+
+#[test]
+fn bit_flips_are_errors() {
+    let (bytes, good) = sample();
+    let original = ZfFile::from_bytes(NAME, &bytes).unwrap();
+    let n = bytes.len();
+    let footer_len = u64::from_le_bytes(bytes[n - 24..n - 16].try_into().unwrap()) as usize;
+    let footer_start = n - TRAILER_LEN - footer_len;
+    let mut checked_in_chunks = 0;
+    for pos in 0..bytes.len() {
+        // Every byte of header, footer and trailer; a spread of bytes inside payloads.
+        let in_edges = pos < HEADER_LEN || pos >= footer_start;
+        if !in_edges && pos % 5 != 0 {
+            continue;
+        }
+        let mut damaged = bytes.clone();
+        damaged[pos] ^= 1 << (pos * 3 % 8);
+        let place = chunk_at(&original, pos);
+        match read(&damaged) {
+            Err(e) => {
+                check_error(&e, place.as_ref(), &format!("flip at {pos}"));
+                checked_in_chunks += usize::from(place.is_some());
+            }
+            // Only bytes no checksum covers (padding) may change without an error.
+            Ok(batches) => {
+                assert!(
+                    place.is_none(),
+                    "flip at {pos} inside a chunk read without error"
+                );
+                assert_eq!(batches, good, "flip at {pos} changed the data silently");
+            }
+        }
+    }
+    assert!(checked_in_chunks > 100);
+}
+
+#[test]
+fn random_bytes_are_errors() {
+    let mut rng = common::Rng(99);
+    let (bytes, _) = sample();
+    for round in 0..300 {
+        let len = rng.below(3000) as usize;
+        let mut junk: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        if round % 2 == 0 && len >= HEADER_LEN + TRAILER_LEN {
+            // Valid magics around junk get past the first checks.
+            junk[..HEADER_LEN].copy_from_slice(&bytes[..HEADER_LEN]);
+            let end = junk.len() - 8;
+            junk[end..].copy_from_slice(b"ZFEND001");
+        }
+        let e = read(&junk).expect_err("junk must not read");
+        check_error(&e, None, &format!("junk round {round}"));
+    }
+}
+
+/// Damage inside the footer with its checksum recomputed: the index checks must catch what
+/// matters, and nothing may panic.
+#[test]
+fn crafted_footers_never_panic() {
+    let (bytes, good) = sample();
+    let n = bytes.len();
+    let footer_len = u64::from_le_bytes(bytes[n - 24..n - 16].try_into().unwrap()) as usize;
+    let footer_start = n - TRAILER_LEN - footer_len;
+    let mut rng = common::Rng(5);
+    for pos in footer_start..n - TRAILER_LEN {
+        for _ in 0..2 {
+            let mut damaged = bytes.clone();
+            damaged[pos] ^= 1 << rng.below(8);
+            let sum = xxhash_rust::xxh3::xxh3_64(&damaged[footer_start..n - TRAILER_LEN]);
+            damaged[n - 16..n - 8].copy_from_slice(&sum.to_le_bytes());
+            let result = std::panic::catch_unwind(|| read(&damaged));
+            match result {
+                Err(_) => panic!("crafted footer (byte {pos}) panicked"),
+                Ok(Err(e)) => check_error(&e, None, &format!("footer byte {pos}")),
+                // Statistics and plan text do not change the data.
+                Ok(Ok(batches)) => assert_eq!(batches, good, "footer byte {pos}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn newer_version_is_unsupported() {
+    let (mut bytes, _) = sample();
+    bytes[8] = 2;
+    let e = read(&bytes).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Unsupported { .. }), "{msg}");
+    assert!(
+        msg.contains("version 2") && msg.contains("reads version 1"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn damaged_file_on_disk_names_its_path() {
+    let (mut bytes, _) = sample();
+    let original = ZfFile::from_bytes(NAME, &bytes).unwrap();
+    let m = original.chunk_meta(1, 2).clone();
+    bytes[m.offset as usize + 20] ^= 0x10;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.zf");
+    std::fs::write(&path, &bytes).unwrap();
+    let file = ZfFile::open(&path).unwrap();
+    let mut scratch = zipflow_encodings::Scratch::default();
+    // Other chunks still read.
+    file.read_chunk(1, 1, &mut scratch).unwrap();
+    let e = file.read_chunk(1, 2, &mut scratch).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Checksum { .. }), "{msg}");
+    assert!(
+        msg.starts_with(&format!(
+            "{}, column `qty`, chunk 2: checksum mismatch in chunk payload",
+            path.display()
+        )),
+        "{msg}"
+    );
+    assert!(
+        ZfFile::open(dir.path().join("missing.zf"))
+            .unwrap_err()
+            .to_string()
+            .contains("missing.zf")
+    );
+}
