@@ -27,8 +27,8 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, GenericByteArray, GenericStringArray, OffsetSizeTrait,
-    PrimitiveArray,
+    Array, ArrayRef, AsArray, BinaryViewArray, BooleanArray, GenericByteArray, GenericStringArray,
+    OffsetSizeTrait, PrimitiveArray, StringViewArray,
 };
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{
@@ -441,6 +441,74 @@ fn bytes_array<O: OffsetSizeTrait>(
     arr.map_err(|e| Error::external(format!("column `{name}`: rebuilding strings"), e))
 }
 
+/// Builds a string or binary view array straight from offsets: one pass writes the 16-byte
+/// views (short strings inline, long ones as prefix + offset into the single data buffer).
+fn view_array(
+    name: &str,
+    b: ByteStrings,
+    nulls: Option<NullBuffer>,
+    utf8: bool,
+) -> Result<ArrayRef> {
+    if u32::try_from(b.data.len()).is_err() {
+        // Views address at most 4 GiB per buffer: go through the offset form.
+        let plain = bytes_array::<i64>(name, b, nulls, utf8)?;
+        let dt = if utf8 {
+            DataType::Utf8View
+        } else {
+            DataType::BinaryView
+        };
+        return cast_to(name, &plain, &dt);
+    }
+    let bad = |what: &str| Error::corrupt(format!("column `{name}`: {what}"));
+    if utf8 {
+        std::str::from_utf8(&b.data).map_err(|_| bad("strings are not valid UTF-8"))?;
+    }
+    let data = &b.data;
+    let mut views: Vec<u128> = Vec::with_capacity(b.len());
+    let mut start = match b.offsets.first() {
+        Some(&o) => o as usize,
+        None => return Err(bad("string offsets are empty")),
+    };
+    for &end in &b.offsets[1..] {
+        let end = end as usize;
+        let Some(s) = data.get(start..end) else {
+            return Err(bad("string offsets run backwards or past the data"));
+        };
+        // A string starting inside a multi-byte character would not be valid UTF-8 alone.
+        if utf8 && s.first().is_some_and(|&c| (0x80..0xc0).contains(&c)) {
+            return Err(bad("a string starts inside a UTF-8 character"));
+        }
+        let len = s.len() as u128;
+        let view = if s.len() <= 12 {
+            let mut bytes = [0u8; 16];
+            bytes[4..4 + s.len()].copy_from_slice(s);
+            u128::from_le_bytes(bytes) | len
+        } else {
+            let prefix = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+            // Buffer index 0 in bits 64..96; the offset fits u32 (checked above).
+            len | (u128::from(prefix) << 32) | ((start as u128) << 96)
+        };
+        views.push(view);
+        start = end;
+    }
+    if utf8 && data.len() > start && (0x80..0xc0).contains(&data[start]) {
+        return Err(bad("strings end inside a UTF-8 character"));
+    }
+    let views = ScalarBuffer::from(views);
+    let buffers: Arc<[Buffer]> = Arc::from(vec![Buffer::from_vec(b.data)]);
+    // SAFETY: every view was built above from a range checked to lie inside buffer 0, with
+    // its length, inline bytes or 4-byte prefix copied from that range; for UTF-8 the whole
+    // buffer was validated and every string starts and ends on a character boundary, so each
+    // string is valid UTF-8 on its own.
+    Ok(unsafe {
+        if utf8 {
+            Arc::new(StringViewArray::new_unchecked(views, buffers, nulls)) as ArrayRef
+        } else {
+            Arc::new(BinaryViewArray::new_unchecked(views, buffers, nulls)) as ArrayRef
+        }
+    })
+}
+
 /// Builds an array of exactly `field`'s data type from a decoded stream and its validity.
 pub fn from_column(
     field: &Field,
@@ -587,14 +655,7 @@ fn array_of(
             let Values::Bytes(b) = values else {
                 return Err(mismatch(name, &values, dt));
             };
-            let utf8 = *dt == DataType::Utf8View;
-            // Build the offset form, then let Arrow make views into the same data buffer.
-            let plain = if b.data.len() <= i32::MAX as usize {
-                bytes_array::<i32>(name, b, nulls, utf8)?
-            } else {
-                bytes_array::<i64>(name, b, nulls, utf8)?
-            };
-            cast_to(name, &plain, dt)?
+            view_array(name, b, nulls, *dt == DataType::Utf8View)?
         }
         DataType::Dictionary(_, value_type) => {
             let plain = array_of(name, value_type, values, nulls)?;

@@ -80,14 +80,15 @@ pub fn run(a: Args) -> Result<()> {
     }
     print!("{}", t.render());
     println!(
-        "{} rows, {} columns: {} -> {} ({} of plain data, ratio {}; input file {}) in {secs:.2} s",
+        "{} rows, {} columns: {} ({}) -> {} ({}; {} plain, ratio {}) in {secs:.2} s",
         summary.rows,
         summary.columns.len(),
         a.input.display(),
-        a.out.output.display(),
-        bytes(packed),
-        ratio(plain, packed),
         bytes(in_size),
+        a.out.output.display(),
+        bytes(summary.bytes),
+        bytes(plain),
+        ratio(plain, packed),
     );
     Ok(())
 }

@@ -4,6 +4,7 @@ use crate::report::{Table, bytes, ratio};
 use anyhow::Result;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use zipflow_core::ColumnType;
 use zipflow_core::stats::Scalar;
 use zipflow_format::ZfFile;
 
@@ -33,8 +34,34 @@ fn min_scalar(a: Option<Scalar>, b: Option<&Scalar>, less: bool) -> Option<Scala
     }
 }
 
-fn show(s: Option<&Scalar>) -> String {
-    s.map_or_else(|| "-".to_string(), |s| s.to_string())
+/// A zone-map value as the column's type reads: decimals with their point, dates as dates.
+fn show(ty: ColumnType, s: Option<&Scalar>) -> String {
+    match (ty, s) {
+        (_, None) => "-".to_string(),
+        (ColumnType::Decimal { scale, .. }, Some(Scalar::Int(v))) if scale > 0 => {
+            let p = 10i128.pow(u32::from(scale.unsigned_abs()));
+            let sign = if *v < 0 { "-" } else { "" };
+            let w = usize::from(scale.unsigned_abs());
+            format!("{sign}{}.{:0w$}", (v / p).abs(), (v % p).abs())
+        }
+        (ColumnType::Date32, Some(Scalar::Int(v))) => civil_date(*v as i64),
+        (ColumnType::Bool, Some(Scalar::Int(v))) => (*v != 0).to_string(),
+        (_, Some(s)) => s.to_string(),
+    }
+}
+
+/// Days since 1970-01-01 as YYYY-MM-DD (proleptic Gregorian).
+fn civil_date(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
 }
 
 /// Runs `zipflow inspect`.
@@ -76,7 +103,11 @@ pub fn run(a: Args) -> Result<()> {
         let plan = match by_use.as_slice() {
             [] => "-".to_string(),
             [(p, _)] => p.to_string(),
-            [(p, n), rest @ ..] => format!("{p} ({n} chunks; {} other plans)", rest.len()),
+            [(p, n), rest @ ..] => format!(
+                "{p} ({n} chunks; {} other plan{})",
+                rest.len(),
+                if rest.len() == 1 { "" } else { "s" }
+            ),
         };
         t.row(vec![
             col.name.clone(),
@@ -85,8 +116,8 @@ pub fn run(a: Args) -> Result<()> {
             bytes(packed),
             bytes(plain),
             ratio(plain, packed),
-            show(lo.as_ref()),
-            show(hi.as_ref()),
+            show(col.column_type, lo.as_ref()),
+            show(col.column_type, hi.as_ref()),
             nulls.to_string(),
         ]);
     }
@@ -114,8 +145,8 @@ pub fn run(a: Args) -> Result<()> {
                     m.plan.clone(),
                     bytes(m.compressed_bytes()),
                     ratio(m.plain_bytes, m.compressed_bytes()),
-                    show(m.stats.min.as_ref()),
-                    show(m.stats.max.as_ref()),
+                    show(col.column_type, m.stats.min.as_ref()),
+                    show(col.column_type, m.stats.max.as_ref()),
                     m.stats.null_count.to_string(),
                 ]);
             }
@@ -123,4 +154,32 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_read_as_their_type() {
+        let dec = ColumnType::Decimal {
+            precision: 15,
+            scale: 2,
+        };
+        assert_eq!(show(dec, Some(&Scalar::Int(2116823))), "21168.23");
+        assert_eq!(show(dec, Some(&Scalar::Int(-7))), "-0.07");
+        assert_eq!(
+            show(ColumnType::Date32, Some(&Scalar::Int(0))),
+            "1970-01-01"
+        );
+        assert_eq!(
+            show(ColumnType::Date32, Some(&Scalar::Int(9_568))),
+            "1996-03-13"
+        );
+        assert_eq!(
+            show(ColumnType::Date32, Some(&Scalar::Int(-1))),
+            "1969-12-31"
+        );
+        assert_eq!(show(ColumnType::Bool, None), "-");
+    }
 }

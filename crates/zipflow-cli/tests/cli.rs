@@ -1,0 +1,286 @@
+//! The `zipflow` command as a user runs it: round trips through every output format, refusals,
+//! and one-line errors on damaged files and unsupported inputs.
+
+use arrow::array::{
+    Array, ArrayRef, Date32Array, Decimal128Array, Float64Array, Int64Array, ListArray,
+    RecordBatch, StringArray,
+};
+use arrow::datatypes::{DataType, Field, Int32Type, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn zipflow(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zipflow"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running zipflow: {e}"))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn sample_batch(rows: usize) -> RecordBatch {
+    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(
+        (0..rows as i64).map(|i| i * 3),
+    ));
+    let price: ArrayRef = Arc::new(
+        Decimal128Array::from_iter(
+            (0..rows).map(|i| (i % 9 != 4).then_some((i * 7919 % 100_000) as i128)),
+        )
+        .with_precision_and_scale(15, 2)
+        .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let day: ArrayRef = Arc::new(Date32Array::from_iter_values(
+        (0..rows as i32).map(|i| 9000 + i % 2500),
+    ));
+    let x: ArrayRef = Arc::new(Float64Array::from_iter((0..rows).map(|i| {
+        if i % 11 == 0 {
+            None
+        } else {
+            Some(i as f64 / 8.0 - 3.0)
+        }
+    })));
+    let s: ArrayRef = Arc::new(StringArray::from_iter(
+        (0..rows).map(|i| (i % 5 != 0).then(|| format!("item-{}", i % 17))),
+    ));
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("price", DataType::Decimal128(15, 2), true),
+        Field::new("day", DataType::Date32, false),
+        Field::new("x", DataType::Float64, true),
+        Field::new("s", DataType::Utf8, true),
+    ]);
+    RecordBatch::try_new(Arc::new(schema), vec![ids, price, day, x, s])
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn write_parquet(path: &Path, batch: &RecordBatch) {
+    let f = File::create(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut w = ArrowWriter::try_new(f, batch.schema(), None).unwrap_or_else(|e| panic!("{e}"));
+    w.write(batch).unwrap_or_else(|e| panic!("{e}"));
+    w.close().unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn read_parquet(path: &Path) -> RecordBatch {
+    let f = File::open(path).unwrap_or_else(|e| panic!("{e}"));
+    let r = ParquetRecordBatchReaderBuilder::try_new(f)
+        .and_then(|b| b.build())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let batches: Vec<RecordBatch> = r.map(|b| b.unwrap_or_else(|e| panic!("{e}"))).collect();
+    let schema = batches[0].schema();
+    arrow::compute::concat_batches(&schema, &batches).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn setup(rows: usize) -> (tempfile::TempDir, PathBuf, RecordBatch) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let batch = sample_batch(rows);
+    let input = dir.path().join("in.parquet");
+    write_parquet(&input, &batch);
+    (dir, input, batch)
+}
+
+#[test]
+fn parquet_round_trip_is_identical() {
+    let (dir, _, batch) = setup(70_000);
+    let d = dir.path();
+    let o = zipflow(
+        &[
+            "compress",
+            "in.parquet",
+            "-o",
+            "t.zf",
+            "-q",
+            "--chunk-rows",
+            "8192",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = zipflow(&["decompress", "t.zf", "-o", "back.parquet", "-q"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_parquet(&d.join("back.parquet")), batch);
+    for out in ["back.csv", "back.arrow"] {
+        let o = zipflow(&["decompress", "t.zf", "-o", out, "-q"], d);
+        assert!(o.status.success(), "{out}: {}", stderr(&o));
+    }
+    let f = File::open(d.join("back.arrow")).unwrap_or_else(|e| panic!("{e}"));
+    let r = arrow::ipc::reader::FileReader::try_new(f, None).unwrap_or_else(|e| panic!("{e}"));
+    let back: Vec<RecordBatch> = r.map(|b| b.unwrap_or_else(|e| panic!("{e}"))).collect();
+    let back =
+        arrow::compute::concat_batches(&back[0].schema(), &back).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(back, batch);
+    // The CSV comes back in as the same table, types inferred.
+    let o = zipflow(&["compress", "back.csv", "-o", "csv.zf", "-q"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = zipflow(&["inspect", "csv.zf"], d);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("70000 rows"));
+}
+
+#[test]
+fn inspect_shows_plans_sizes_and_zone_maps() {
+    let (dir, _, _) = setup(5000);
+    let d = dir.path();
+    let o = zipflow(
+        &[
+            "compress",
+            "in.parquet",
+            "-o",
+            "t.zf",
+            "-q",
+            "--plan",
+            "id=delta | for | bitpack",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = zipflow(&["inspect", "t.zf", "--chunks"], d);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("5000 rows, 5 columns"), "{out}");
+    assert!(out.contains("delta | for | bitpack(2)"), "{out}");
+    assert!(
+        out.contains("1994-08-23"),
+        "date zone map shown as a date: {out}"
+    );
+    assert!(out.contains("ratio"), "{out}");
+}
+
+#[test]
+fn existing_output_needs_force() {
+    let (dir, _, _) = setup(100);
+    let d = dir.path();
+    std::fs::write(d.join("t.zf"), b"keep me").unwrap_or_else(|e| panic!("{e}"));
+    let o = zipflow(&["compress", "in.parquet", "-o", "t.zf", "-q"], d);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(d.join("t.zf")).ok(),
+        Some(b"keep me".to_vec())
+    );
+    let o = zipflow(
+        &["compress", "in.parquet", "-o", "t.zf", "-q", "--force"],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn damaged_files_fail_in_one_line_and_write_nothing() {
+    let (dir, _, _) = setup(50_000);
+    let d = dir.path();
+    let o = zipflow(
+        &[
+            "compress",
+            "in.parquet",
+            "-o",
+            "t.zf",
+            "-q",
+            "--chunk-rows",
+            "4096",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let good = std::fs::read(d.join("t.zf")).unwrap_or_else(|e| panic!("{e}"));
+
+    let mut flipped = good.clone();
+    flipped[good.len() / 3] ^= 0x04;
+    std::fs::write(d.join("flip.zf"), &flipped).unwrap_or_else(|e| panic!("{e}"));
+    let o = zipflow(&["decompress", "flip.zf", "-o", "out.parquet", "-q"], d);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(
+        e.contains("flip.zf") && e.contains("column `") && e.contains("chunk "),
+        "{e}"
+    );
+    assert!(!d.join("out.parquet").exists());
+
+    std::fs::write(d.join("cut.zf"), &good[..good.len() - 1000]).unwrap_or_else(|e| panic!("{e}"));
+    let o = zipflow(&["decompress", "cut.zf", "-o", "out.parquet", "-q"], d);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("cut.zf") && e.contains("truncated"), "{e}");
+    assert!(!d.join("out.parquet").exists());
+    let leftovers: Vec<_> = std::fs::read_dir(d)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[test]
+fn unsupported_types_and_bad_plans_are_named() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1)]), None]);
+    let schema = Schema::new(vec![Field::new("tags", list.data_type().clone(), true)]);
+    let batch = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(list)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    write_parquet(&d.join("list.parquet"), &batch);
+    let o = zipflow(&["compress", "list.parquet", "-o", "l.zf", "-q"], d);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("column `tags`") && stderr(&o).contains("List"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!d.join("l.zf").exists());
+
+    write_parquet(&d.join("in.parquet"), &sample_batch(10));
+    let o = zipflow(
+        &["compress", "in.parquet", "-o", "x.zf", "--plan", "id=for |"],
+        d,
+    );
+    assert!(
+        stderr(&o).contains("expected a primitive name"),
+        "{}",
+        stderr(&o)
+    );
+    let o = zipflow(
+        &[
+            "compress",
+            "in.parquet",
+            "-o",
+            "x.zf",
+            "--plan",
+            "nope=bitpack",
+        ],
+        d,
+    );
+    assert!(
+        stderr(&o).contains("nope") && stderr(&o).contains("id"),
+        "{}",
+        stderr(&o)
+    );
+    let o = zipflow(
+        &[
+            "compress",
+            "in.parquet",
+            "-o",
+            "x.zf",
+            "--plan",
+            "s=bitpack",
+        ],
+        d,
+    );
+    assert!(stderr(&o).contains("column `s`"), "{}", stderr(&o));
+    assert!(!d.join("x.zf").exists());
+}
+
+#[test]
+fn tpch_main_job_runs_small() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let o = zipflow(&["tpch", "--sf", "0.01", "-q", "--no-parquet"], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("every value round-trips"), "{out}");
+    assert!(out.contains("l_extendedprice"), "{out}");
+}
