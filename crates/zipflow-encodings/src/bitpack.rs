@@ -105,10 +105,7 @@ pub fn view<'a, U: Int + BitPacking>(
 /// 1024-value block right after it is unpacked, while it is hot in L1.
 pub fn unpack_into<U: Int + BitPacking>(p: &Packed<'_, U>, len: usize, out: &mut Vec<U>) {
     let n = vectors(len);
-    out.clear();
-    out.reserve(n * VECTOR_LEN);
-    // The spare capacity is written in full by the unpack loop below before it is read.
-    out.resize(n * VECTOR_LEN, U::ZERO);
+    crate::resize_for_overwrite(out, n * VECTOR_LEN, U::ZERO);
     if p.width == 0 {
         out.truncate(len);
         return;

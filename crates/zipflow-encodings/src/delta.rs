@@ -139,8 +139,7 @@ fn decode_for_bitpack<U: Int + BitPacking + FoR>(
     let mut copy = Vec::new();
     let p = bitpack::view::<U>(packed, &mut copy)?;
 
-    out.clear();
-    out.resize(child.len, U::ZERO);
+    crate::resize_for_overwrite(out, child.len, U::ZERO);
     let mut acc = base;
     let mut diffs = [reference; VECTOR_LEN];
     if p.width == 0 {

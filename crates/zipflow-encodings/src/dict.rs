@@ -229,8 +229,8 @@ fn gather_packed<T: Int, C: Int + BitPacking>(
 ) -> Result<()> {
     let mut copy = Vec::new();
     let p = bitpack::view::<C>(codes, &mut copy)?;
-    out.clear();
     if len == 0 {
+        out.clear();
         return Ok(());
     }
     let Some(&first) = dict.first() else {
@@ -238,10 +238,11 @@ fn gather_packed<T: Int, C: Int + BitPacking>(
     };
     if p.width == 0 {
         // Every code is 0.
+        out.clear();
         out.resize(len, first);
         return Ok(());
     }
-    out.resize(len, T::ZERO);
+    crate::resize_for_overwrite(out, len, T::ZERO);
     // The largest code `width` bits can hold; if it indexes the dictionary, so does every code.
     let widest = u64::MAX >> (64 - p.width);
     let check = widest >= dict.len() as u64;

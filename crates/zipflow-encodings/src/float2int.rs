@@ -238,8 +238,7 @@ fn decode_typed<F: Decimal>(
     let result = match &decoded {
         Values::Int(iv) => match F::I::slice(iv) {
             Some(ints) => {
-                out.clear();
-                out.resize(ints.len(), F::default());
+                crate::resize_for_overwrite(out, ints.len(), F::default());
                 decode_into(ints, scale, out);
                 Ok(())
             }

@@ -97,8 +97,7 @@ fn decode_offsets<U: Int + FoR + IntVecOf>(
         let mut copy = Vec::new();
         let p = bitpack::view::<U>(child, &mut copy)?;
         let n = bitpack::vectors(child.len);
-        out.clear();
-        out.resize(n * VECTOR_LEN, U::ZERO);
+        crate::resize_for_overwrite(out, n * VECTOR_LEN, U::ZERO);
         if p.width == 0 {
             out.fill(reference);
         } else {

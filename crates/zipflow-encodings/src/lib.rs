@@ -289,6 +289,15 @@ impl Scratch {
     }
 }
 
+/// Sets `v`'s length to `n` for a decoder that then overwrites every element. Elements already
+/// there are kept rather than zeroed, so decoding chunk after chunk into a reused buffer
+/// writes each value once instead of twice.
+#[inline]
+pub(crate) fn resize_for_overwrite<T: Copy>(v: &mut Vec<T>, n: usize, fill: T) {
+    v.truncate(n);
+    v.resize(n, fill);
+}
+
 /// Requires `node`'s child `i` to decode to `ptype` values, `len` of them.
 pub(crate) fn expect_child(
     node: &NodeView<'_>,

@@ -181,9 +181,8 @@ pub fn check_runs(lengths: &[u32], nvalues: usize, len: usize) -> Result<()> {
 /// [`check_runs`] for `vals.len()` and `len`; otherwise this panics rather than write out of
 /// bounds.
 pub fn expand<T: Int>(vals: &[T], lengths: &[u32], len: usize, out: &mut Vec<T>) {
-    out.clear();
     // `SHORT` slack values at the end let a short run store `SHORT` copies unconditionally.
-    out.resize(len + SHORT, T::ZERO);
+    crate::resize_for_overwrite(out, len + SHORT, T::ZERO);
     let mut pos = 0usize;
     for (&v, &n) in vals.iter().zip(lengths) {
         let n = n as usize;

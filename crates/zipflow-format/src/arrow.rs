@@ -480,9 +480,18 @@ fn view_array(
         }
         let len = s.len() as u128;
         let view = if s.len() <= 12 {
-            let mut bytes = [0u8; 16];
-            bytes[4..4 + s.len()].copy_from_slice(s);
-            u128::from_le_bytes(bytes) | len
+            // Inline: one unaligned 16-byte load, masked to the string, instead of a
+            // variable-length copy per string.
+            let bytes = match data.get(start..start + 16) {
+                Some(w) => u128::from_le_bytes(w.try_into().unwrap_or([0; 16])),
+                None => {
+                    let mut w = [0u8; 16];
+                    w[..s.len()].copy_from_slice(s);
+                    u128::from_le_bytes(w)
+                }
+            };
+            let mask = (1u128 << (8 * s.len())) - 1;
+            len | ((bytes & mask) << 32)
         } else {
             let prefix = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
             // Buffer index 0 in bits 64..96; the offset fits u32 (checked above).
