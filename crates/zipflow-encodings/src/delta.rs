@@ -178,95 +178,43 @@ fn sum_block<U: Int>(mut acc: U, diffs: &[U; VECTOR_LEN], dst: &mut [U]) -> U {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{decode_bytes, describe, encode};
+    use crate::testing::*;
+    use crate::{decode_bytes, encode};
     use proptest::prelude::*;
     use zipflow_core::IntVec;
 
-    fn plan(s: &str) -> Plan {
-        s.parse().unwrap_or_else(|e| panic!("{e}"))
-    }
+    struct EdgeCases;
 
-    fn round_trip(p: &Plan, values: &Values) -> Result<Vec<u8>> {
-        let node = encode(p, values)?;
-        let bytes = node.to_bytes()?;
-        assert_eq!(bytes.len(), node.size());
-        assert_eq!(&decode_bytes(&bytes)?, values, "plan `{p}`");
-        assert_eq!(
-            crate::estimate(p, values)?,
-            node.size(),
-            "estimate, plan `{p}`"
-        );
-        // The resolved plan re-encodes to the same bytes.
-        let resolved = describe(&NodeView::parse(&bytes)?)?;
-        assert_eq!(
-            encode(&resolved, values)?.to_bytes()?,
-            bytes,
-            "plan `{resolved}`"
-        );
-        Ok(bytes)
-    }
-
-    /// A deterministic generator (splitmix64), so failures reproduce.
-    fn random(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed;
-        move || {
-            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
+    impl IntCases for EdgeCases {
+        fn cases<T: Int>() -> Vec<Vec<T>> {
+            let mut r = random(7);
+            let mut cases = edge_lengths(&mut r, T::MAX);
+            cases.extend([
+                random_ints(&mut r, 5000),
+                vec![T::from_u64_wrapping(42); 3000],
+                [T::MIN, T::MAX, T::ZERO, T::MAX, T::MIN, T::MIN].repeat(400),
+                (0..4100).map(|i| T::from_u64_wrapping(i / 500)).collect(),
+            ]);
+            let mut sorted = random_ints(&mut r, 2049);
+            sorted.sort_unstable();
+            cases.push(sorted);
+            cases.push(
+                (0..3000u64)
+                    .map(|i| T::from_u64_wrapping(i * 7 + 3))
+                    .collect(),
+            );
+            cases
         }
-    }
-
-    fn edge_cases<T: Int>() -> Vec<Vec<T>> {
-        let mut r = random(7);
-        let mut full = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_u64_wrapping(r())).collect() };
-        let mut cases = vec![
-            vec![],
-            vec![T::MAX],
-            full(1023),
-            full(1024),
-            full(1025),
-            full(5000),
-            vec![T::from_u64_wrapping(42); 3000],
-            [T::MIN, T::MAX, T::ZERO, T::MAX, T::MIN, T::MIN].repeat(400),
-            (0..4100).map(|i| T::from_u64_wrapping(i / 500)).collect(),
-        ];
-        let mut sorted = full(2049);
-        sorted.sort_unstable();
-        cases.push(sorted);
-        cases.push(
-            (0..3000u64)
-                .map(|i| T::from_u64_wrapping(i * 7 + 3))
-                .collect(),
-        );
-        cases
-    }
-
-    fn check_type<T: IntVecOf>() -> Result<()> {
-        for p in [
-            "delta",
-            "delta | bitpack",
-            "delta | zigzag | bitpack",
-            "delta | plain",
-        ] {
-            for case in edge_cases::<T>() {
-                round_trip(&plan(p), &Values::Int(T::wrap(case)))?;
-            }
-        }
-        Ok(())
     }
 
     #[test]
     fn round_trips_edge_cases() -> Result<()> {
-        check_type::<u8>()?;
-        check_type::<i8>()?;
-        check_type::<u16>()?;
-        check_type::<i16>()?;
-        check_type::<u32>()?;
-        check_type::<i32>()?;
-        check_type::<u64>()?;
-        check_type::<i64>()
+        round_trip_every_int_type::<EdgeCases>(&[
+            "delta",
+            "delta | bitpack",
+            "delta | zigzag | bitpack",
+            "delta | plain",
+        ])
     }
 
     #[test]
@@ -294,10 +242,7 @@ mod tests {
         let v: Vec<u32> = (0..100).map(|i| i * 3).collect();
         let bytes = round_trip(&plan("delta"), &Values::Int(IntVec::U32(v)))?;
         // Differences 0 and 3: `for` subtracts 0, leaving 2 bits.
-        assert_eq!(
-            describe(&NodeView::parse(&bytes)?)?.to_string(),
-            "delta | for | bitpack(2)"
-        );
+        assert_eq!(described(&bytes)?, "delta | for | bitpack(2)");
         Ok(())
     }
 
@@ -311,16 +256,9 @@ mod tests {
     fn corruption_is_an_error_not_a_panic() -> Result<()> {
         let mut r = random(3);
         let v: Vec<i64> = (0..1500).map(|i| i * 5 + (r() % 9) as i64).collect();
+        let v = Values::Int(IntVec::I64(v));
         for p in ["delta", "delta | zigzag | bitpack", "delta | plain"] {
-            let bytes = encode(&plan(p), &Values::Int(IntVec::I64(v.clone())))?.to_bytes()?;
-            for n in 0..bytes.len() {
-                assert!(decode_bytes(&bytes[..n]).is_err(), "plan `{p}`, prefix {n}");
-            }
-            for i in (0..bytes.len() * 8).step_by(7) {
-                let mut b = bytes.clone();
-                b[i / 8] ^= 1 << (i % 8);
-                let _ = decode_bytes(&b);
-            }
+            check_corruption(p, &encode(&plan(p), &v)?, 7)?;
         }
         Ok(())
     }

@@ -277,97 +277,45 @@ fn gather_packed<T: Int, C: Int + BitPacking>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{decode_bytes, describe, encode};
+    use crate::testing::*;
+    use crate::{decode_bytes, encode};
     use proptest::prelude::*;
 
-    fn plan(s: &str) -> Plan {
-        s.parse().unwrap_or_else(|e| panic!("{e}"))
-    }
+    struct EdgeCases;
 
-    fn round_trip(p: &Plan, values: &Values) -> Result<Vec<u8>> {
-        let node = encode(p, values)?;
-        let bytes = node.to_bytes()?;
-        assert_eq!(bytes.len(), node.size());
-        assert_eq!(&decode_bytes(&bytes)?, values, "plan `{p}`");
-        assert_eq!(
-            crate::estimate(p, values)?,
-            node.size(),
-            "estimate, plan `{p}`"
-        );
-        // The resolved plan re-encodes to the same bytes.
-        let resolved = describe(&NodeView::parse(&bytes)?)?;
-        assert_eq!(
-            encode(&resolved, values)?.to_bytes()?,
-            bytes,
-            "plan `{resolved}`"
-        );
-        Ok(bytes)
-    }
-
-    /// A deterministic generator (splitmix64), so failures reproduce.
-    fn random(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed;
-        move || {
-            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-    }
-
-    fn edge_cases<T: Int>() -> Vec<Vec<T>> {
-        let mut r = random(13);
-        let mut full = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_u64_wrapping(r())).collect() };
-        let mut cases = vec![
-            vec![],
-            vec![T::MAX],
-            full(1023),
-            full(1024),
-            full(1025),
-            // Enough distinct values for u16 codes where the type has them, u32 for 32 and 64
-            // bits.
-            full(70_000),
-            vec![T::from_u64_wrapping(5); 2000],
-            [T::MIN, T::MAX, T::ZERO, T::MAX, T::MIN].repeat(500),
-        ];
-        let few: Vec<T> = full(6);
-        cases.push((0..5000).map(|i| few[(i * i) % 6]).collect());
-        let mut runs = Vec::new();
-        for n in [1usize, 700, 3, 2500, 1] {
-            runs.extend(std::iter::repeat_n(T::from_u64_wrapping(n as u64 * 977), n));
-        }
-        cases.push(runs);
-        let mut sorted = full(3000);
-        sorted.sort_unstable();
-        cases.push(sorted);
-        cases
-    }
-
-    fn check_type<T: IntVecOf>() -> Result<()> {
-        for p in [
-            "dict",
-            "dict(codes: plain, values: plain)",
-            "dict(codes: for | bitpack)",
-            "dict(values: delta)",
-        ] {
-            for case in edge_cases::<T>() {
-                round_trip(&plan(p), &Values::Int(T::wrap(case)))?;
+    impl IntCases for EdgeCases {
+        fn cases<T: Int>() -> Vec<Vec<T>> {
+            let mut r = random(13);
+            let mut cases = edge_lengths(&mut r, T::MAX);
+            cases.extend([
+                // Enough distinct values for u16 codes where the type has them, u32 for 32 and
+                // 64 bits.
+                random_ints(&mut r, 70_000),
+                vec![T::from_u64_wrapping(5); 2000],
+                [T::MIN, T::MAX, T::ZERO, T::MAX, T::MIN].repeat(500),
+            ]);
+            let few: Vec<T> = random_ints(&mut r, 6);
+            cases.push((0..5000).map(|i| few[(i * i) % 6]).collect());
+            let mut runs = Vec::new();
+            for n in [1usize, 700, 3, 2500, 1] {
+                runs.extend(std::iter::repeat_n(T::from_u64_wrapping(n as u64 * 977), n));
             }
+            cases.push(runs);
+            let mut sorted = random_ints(&mut r, 3000);
+            sorted.sort_unstable();
+            cases.push(sorted);
+            cases
         }
-        Ok(())
     }
 
     #[test]
     fn round_trips_edge_cases() -> Result<()> {
-        check_type::<u8>()?;
-        check_type::<i8>()?;
-        check_type::<u16>()?;
-        check_type::<i16>()?;
-        check_type::<u32>()?;
-        check_type::<i32>()?;
-        check_type::<u64>()?;
-        check_type::<i64>()
+        round_trip_every_int_type::<EdgeCases>(&[
+            "dict",
+            "dict(codes: plain, values: plain)",
+            "dict(codes: for | bitpack)",
+            "dict(values: delta)",
+        ])
     }
 
     #[test]
@@ -418,7 +366,7 @@ mod tests {
         let bytes = round_trip(&plan("dict"), &Values::Int(IntVec::U32(v)))?;
         // 5 codes (3 bits); values 1000..=1040 minus 1000 (6 bits).
         assert_eq!(
-            describe(&NodeView::parse(&bytes)?)?.to_string(),
+            described(&bytes)?,
             "dict(codes: bitpack(3), values: for | bitpack(6))"
         );
         Ok(())
@@ -430,44 +378,39 @@ mod tests {
         assert!(matches!(e, Err(Error::Plan { .. })));
     }
 
-    fn corrupt(p: &str, v: Vec<u16>, edit: impl Fn(&mut EncodedNode)) -> Result<String> {
-        let mut node = encode(&plan(p), &Values::Int(IntVec::U16(v)))?;
-        edit(&mut node);
-        match decode_bytes(&node.to_bytes()?) {
-            Ok(_) => panic!("corrupt dict decoded"),
-            Err(e) => Ok(e.to_string()),
-        }
-    }
-
     #[test]
     fn checks_codes_and_dictionary() -> Result<()> {
-        let v: Vec<u16> = (0..3000).map(|i| (i % 5) * 10).collect();
+        let v = Values::Int(IntVec::U16((0..3000).map(|i| (i % 5) * 10).collect()));
         // A code past the end, through the generic and the fused path: codes are 3 bits, so
         // 7 fits the packing but not the 5-value dictionary.
-        let e = corrupt("dict(codes: plain)", v.clone(), |n| {
+        let e = corrupt("dict(codes: plain)", &v, |n| {
             n.children[0].buffers[0][2000] = 5
         })?;
         assert!(e.contains("code 5 out of range for 5"), "{e}");
-        let e = corrupt("dict", v.clone(), |n| n.children[0].buffers[0][300] = 0xff)?;
+        let e = corrupt("dict", &v, |n| n.children[0].buffers[0][300] = 0xff)?;
         assert!(e.contains("out of range for 5"), "{e}");
         // An unsorted dictionary.
-        let e = corrupt("dict(values: plain)", v.clone(), |n| {
+        let e = corrupt("dict(values: plain)", &v, |n| {
             n.children[1].buffers[0].swap(0, 2);
         })?;
         assert!(e.contains("strictly increasing"), "{e}");
         // Codes of the wrong width for the dictionary size, and the wrong count.
-        let e = corrupt("dict(codes: plain)", v.clone(), |n| {
+        let e = corrupt("dict(codes: plain)", &v, |n| {
             n.children[0].ptype = PType::U16
         })?;
         assert!(e.contains("expected u8"), "{e}");
-        let e = corrupt("dict", v.clone(), |n| n.len += 1)?;
+        let e = corrupt("dict", &v, |n| n.len += 1)?;
         assert!(e.contains("codes child holds"), "{e}");
         // A dictionary larger than the stream.
-        let e = corrupt("dict(codes: plain, values: plain)", vec![1, 2, 3], |n| {
-            n.len = 2;
-            n.children[0].len = 2;
-            n.children[0].buffers[0].pop();
-        })?;
+        let e = corrupt(
+            "dict(codes: plain, values: plain)",
+            &Values::Int(IntVec::U16(vec![1, 2, 3])),
+            |n| {
+                n.len = 2;
+                n.children[0].len = 2;
+                n.children[0].buffers[0].pop();
+            },
+        )?;
         assert!(e.contains("more than its parent"), "{e}");
         Ok(())
     }
@@ -500,20 +443,13 @@ mod tests {
         let v: Vec<i64> = (0..2500)
             .map(|_| (r() % 40) as i64 * 1_000_003 - 7)
             .collect();
+        let v = Values::Int(IntVec::I64(v));
         for p in [
             "dict",
             "dict(codes: plain, values: plain)",
             "dict(codes: for | bitpack)",
         ] {
-            let bytes = encode(&plan(p), &Values::Int(IntVec::I64(v.clone())))?.to_bytes()?;
-            for n in 0..bytes.len() {
-                assert!(decode_bytes(&bytes[..n]).is_err(), "plan `{p}`, prefix {n}");
-            }
-            for i in (0..bytes.len() * 8).step_by(5) {
-                let mut b = bytes.clone();
-                b[i / 8] ^= 1 << (i % 8);
-                let _ = decode_bytes(&b);
-            }
+            check_corruption(p, &encode(&plan(p), &v)?, 5)?;
         }
         Ok(())
     }

@@ -307,23 +307,10 @@ impl Encoding for FloatToInt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{decode_bytes, describe, encode};
+    use crate::encode;
+    use crate::testing::*;
     use proptest::prelude::*;
     use zipflow_core::IntVec;
-
-    /// Encodes, serialises and decodes `values` by `plan`, requiring a bit-exact round trip.
-    fn round_trip(plan: &str, values: &Values) -> Result<Vec<u8>> {
-        let bytes = encode(&plan.parse()?, values)?.to_bytes()?;
-        let back = decode_bytes(&bytes)?;
-        if !back.bit_eq(values) {
-            return Err(Error::invalid(format!(
-                "`{plan}` did not round-trip {} {} values",
-                values.len(),
-                values.ptype()
-            )));
-        }
-        Ok(bytes)
-    }
 
     /// `(E, exception count)` of the root node.
     fn header(bytes: &[u8]) -> Result<(u8, u32)> {
@@ -333,10 +320,6 @@ mod tests {
             .get(..5)
             .ok_or_else(|| Error::invalid("short meta"))?;
         Ok((b[0], u32::from_le_bytes([b[1], b[2], b[3], b[4]])))
-    }
-
-    fn described(bytes: &[u8]) -> Result<String> {
-        Ok(describe(&NodeView::parse(bytes)?)?.to_string())
     }
 
     fn parse<F: std::str::FromStr>(s: &str) -> Result<F> {
@@ -403,7 +386,7 @@ mod tests {
         let range =
             ints.iter().max().copied().unwrap_or(0) - ints.iter().min().copied().unwrap_or(0);
         let width = 64 - range.leading_zeros();
-        let bytes = round_trip("float2int | for | bitpack", &Values::F64(v))?;
+        let bytes = round_trip_bits("float2int | for | bitpack", &Values::F64(v))?;
         assert_eq!(header(&bytes)?, (2, 0));
         assert_eq!(
             described(&bytes)?,
@@ -434,15 +417,15 @@ mod tests {
         v.splice(1000..1000, specials.iter().copied());
         // Every special is an exception at E = 2; 0.1 + 0.2 and pi because they need more
         // decimals.
-        let bytes = round_trip("float2int(2) | for | bitpack", &Values::F64(v.clone()))?;
+        let bytes = round_trip_bits("float2int(2) | for | bitpack", &Values::F64(v.clone()))?;
         assert_eq!(header(&bytes)?, (2, specials.len() as u32));
         for e in 0..=18 {
-            round_trip(
+            round_trip_bits(
                 &format!("float2int({e}) | for | bitpack"),
                 &Values::F64(v.clone()),
             )?;
         }
-        round_trip("float2int", &Values::F64(v))?;
+        round_trip_bits("float2int", &Values::F64(v))?;
         Ok(())
     }
 
@@ -456,17 +439,17 @@ mod tests {
             if let Some(x) = v.last_mut() {
                 *x = -0.0;
             }
-            let bytes = round_trip("float2int(2) | for | bitpack", &Values::F64(v.clone()))?;
+            let bytes = round_trip_bits("float2int(2) | for | bitpack", &Values::F64(v.clone()))?;
             assert_eq!(header(&bytes)?.1, n.min(2) as u32, "n={n}");
-            round_trip("float2int | for | bitpack", &Values::F64(v))?;
+            round_trip_bits("float2int | for | bitpack", &Values::F64(v))?;
             // No exceptions.
-            let bytes = round_trip("float2int | for | bitpack", &Values::F64(prices(n)?))?;
+            let bytes = round_trip_bits("float2int | for | bitpack", &Values::F64(prices(n)?))?;
             assert_eq!(header(&bytes)?.1, 0, "n={n}");
             // All exceptions.
             let nans = Values::F64(vec![f64::from_bits(0xfff0_0000_0000_0001); n]);
-            let bytes = round_trip("float2int | for | bitpack", &nans)?;
+            let bytes = round_trip_bits("float2int | for | bitpack", &nans)?;
             assert_eq!(header(&bytes)?.1, n as u32);
-            let bytes = round_trip("float2int", &Values::F32(vec![-0.0; n]))?;
+            let bytes = round_trip_bits("float2int", &Values::F32(vec![-0.0; n]))?;
             assert_eq!(header(&bytes)?.1, n as u32);
             let mut v = prices::<f32>(n)?;
             if let Some(x) = v.first_mut() {
@@ -475,7 +458,7 @@ mod tests {
             if let Some(x) = v.last_mut() {
                 *x = f32::NEG_INFINITY;
             }
-            round_trip("float2int | for | bitpack", &Values::F32(v))?;
+            round_trip_bits("float2int | for | bitpack", &Values::F32(v))?;
         }
         Ok(())
     }
@@ -496,7 +479,7 @@ mod tests {
             1.5e-18,
         ];
         for e in 0..=18 {
-            round_trip(
+            round_trip_bits(
                 &format!("float2int({e}) | for | bitpack"),
                 &Values::F64(v.clone()),
             )?;
@@ -509,7 +492,7 @@ mod tests {
             16_777_217.0,
         ];
         for e in 0..=9 {
-            round_trip(
+            round_trip_bits(
                 &format!("float2int({e}) | for | bitpack"),
                 &Values::F32(v.clone()),
             )?;
@@ -520,17 +503,17 @@ mod tests {
     #[test]
     fn f32_values() -> Result<()> {
         let mut v = prices::<f32>(2000)?;
-        let bytes = round_trip("float2int(2) | for | bitpack", &Values::F32(v.clone()))?;
+        let bytes = round_trip_bits("float2int(2) | for | bitpack", &Values::F32(v.clone()))?;
         // Prices up to 100 000 have at most 7 significant digits, exact in an f32's 24 bits.
         assert_eq!(header(&bytes)?, (2, 0));
         assert!(described(&bytes)?.starts_with("float2int(2) | for | bitpack("));
         let specials = specials_f32();
         v.splice(100..100, specials.iter().copied());
-        let bytes = round_trip("float2int(2) | for | bitpack", &Values::F32(v.clone()))?;
+        let bytes = round_trip_bits("float2int(2) | for | bitpack", &Values::F32(v.clone()))?;
         // Every special is an exception at E = 2, pi because it needs more decimals.
         assert_eq!(header(&bytes)?.1, specials.len() as u32);
         for e in 0..=9 {
-            round_trip(
+            round_trip_bits(
                 &format!("float2int({e}) | for | bitpack"),
                 &Values::F32(v.clone()),
             )?;
@@ -570,97 +553,62 @@ mod tests {
         ] {
             assert!(encode(&plan.parse()?, values).is_err(), "{plan}");
         }
-        round_trip("float2int(18)", &f64s)?;
-        round_trip("float2int(9)", &f32s)?;
-        round_trip("float2int(1) | zigzag | bitpack", &f64s)?;
+        round_trip_bits("float2int(18)", &f64s)?;
+        round_trip_bits("float2int(9)", &f32s)?;
+        round_trip_bits("float2int(1) | zigzag | bitpack", &f64s)?;
         Ok(())
     }
+
+    const SAMPLE_PLAN: &str = "float2int(2) | for | bitpack";
 
     fn sample_node() -> Result<EncodedNode> {
         let mut v = prices::<f64>(100)?;
         v[0] = f64::NAN;
         v[40] = -0.0;
         v[99] = f64::INFINITY;
-        encode(&"float2int(2) | for | bitpack".parse()?, &Values::F64(v))
-    }
-
-    fn decode_err(node: &EncodedNode) -> Result<String> {
-        match decode_bytes(&node.to_bytes()?) {
-            Ok(_) => Err(Error::invalid("corrupt node decoded")),
-            Err(e) => Ok(e.to_string()),
-        }
+        encode(&SAMPLE_PLAN.parse()?, &Values::F64(v))
     }
 
     #[test]
     fn every_truncation_is_an_error_and_bit_flips_never_panic() -> Result<()> {
-        let bytes = sample_node()?.to_bytes()?;
-        decode_bytes(&bytes)?;
-        for n in 0..bytes.len() {
-            assert!(decode_bytes(&bytes[..n]).is_err(), "prefix {n}");
-        }
-        for i in 0..bytes.len() * 8 {
-            let mut b = bytes.clone();
-            b[i / 8] ^= 1 << (i % 8);
-            if let Ok(v) = decode_bytes(&b) {
-                assert_eq!(v.len(), NodeView::parse(&b)?.len);
-            }
-        }
-        Ok(())
+        check_corruption(SAMPLE_PLAN, &sample_node()?, 1)
     }
 
     #[test]
     fn corrupt_exceptions_are_reported() -> Result<()> {
         let good = sample_node()?;
-        let positions = |p: &[u32]| bytemuck::cast_slice::<u32, u8>(p).to_vec();
 
-        let mut n = good.clone();
-        n.buffers[0] = positions(&[0, 40, 40]);
-        assert!(decode_err(&n)?.contains("not after the previous one"));
+        assert!(
+            corrupted(&good, |n| n.buffers[0] = u32_bytes(&[0, 40, 40]))?
+                .contains("not after the previous one")
+        );
+        assert!(
+            corrupted(&good, |n| n.buffers[0] = u32_bytes(&[0, 40, 100]))?
+                .contains("past the end of 100 values")
+        );
+        assert!(
+            corrupted(&good, |n| n.buffers[0] = u32_bytes(&[0, 40, 99, 99]))?
+                .contains("metadata says 3")
+        );
+        assert!(corrupted(&good, |n| n.buffers[1].truncate(16))?.contains("metadata says 3"));
+        assert!(corrupted(&good, |n| n.buffers[1].truncate(17))?.contains("not a multiple of 8"));
+        assert!(
+            corrupted(&good, |n| n.meta[1..5]
+                .copy_from_slice(&u32::MAX.to_le_bytes()))?
+            .contains("among 100 values")
+        );
+        assert!(corrupted(&good, |n| n.meta[0] = 19)?.contains("exponent 19 exceeds 18"));
+        assert!(corrupted(&good, |n| n.meta.truncate(3))?.contains("metadata too short"));
+        assert!(corrupted(&good, |n| n.children.clear())?.contains("expected 2 and 1"));
 
-        let mut n = good.clone();
-        n.buffers[0] = positions(&[0, 40, 100]);
-        assert!(decode_err(&n)?.contains("past the end of 100 values"));
-
-        let mut n = good.clone();
-        n.buffers[0] = positions(&[0, 40, 99, 99]);
-        assert!(decode_err(&n)?.contains("metadata says 3"));
-
-        let mut n = good.clone();
-        n.buffers[1].truncate(16);
-        assert!(decode_err(&n)?.contains("metadata says 3"));
-
-        let mut n = good.clone();
-        n.buffers[1].truncate(17);
-        assert!(decode_err(&n)?.contains("not a multiple of 8"));
-
-        let mut n = good.clone();
-        n.meta[1..5].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode_err(&n)?.contains("among 100 values"));
-
-        let mut n = good.clone();
-        n.meta[0] = 19;
-        assert!(decode_err(&n)?.contains("exponent 19 exceeds 18"));
-
-        let mut n = good.clone();
-        n.meta.truncate(3);
-        assert!(decode_err(&n)?.contains("metadata too short"));
-
-        let mut n = good.clone();
-        n.children.clear();
-        assert!(decode_err(&n)?.contains("expected 2 and 1"));
-
-        let mut n = good.clone();
-        n.children[0] = encode(&"bitpack".parse()?, &Values::Int(IntVec::I32(vec![0; 100])))?;
-        assert!(decode_err(&n)?.contains("expected i64"));
-
-        let mut n = good.clone();
-        n.children[0] = encode(&"bitpack".parse()?, &Values::Int(IntVec::I64(vec![0; 101])))?;
-        assert!(decode_err(&n)?.contains("more than its parent's 100"));
+        let narrow = encode(&"bitpack".parse()?, &Values::Int(IntVec::I32(vec![0; 100])))?;
+        assert!(corrupted(&good, |n| n.children[0] = narrow)?.contains("expected i64"));
+        let long = encode(&"bitpack".parse()?, &Values::Int(IntVec::I64(vec![0; 101])))?;
+        assert!(corrupted(&good, |n| n.children[0] = long)?.contains("more than its parent's 100"));
 
         // An f32 node may not claim an f64 exponent.
-        let mut n = encode(&"float2int(2)".parse()?, &Values::F32(vec![1.25; 10]))?;
-        n.meta[0] = 10;
-        assert!(decode_err(&n)?.contains("exponent 10 exceeds 9"));
+        let f32s = encode(&"float2int(2)".parse()?, &Values::F32(vec![1.25; 10]))?;
+        assert!(corrupted(&f32s, |n| n.meta[0] = 10)?.contains("exponent 10 exceeds 9"));
         Ok(())
     }
 
@@ -687,7 +635,7 @@ mod tests {
                 "float2int | for | bitpack".to_string(),
                 format!("float2int({e}) | for | bitpack"),
             ] {
-                round_trip(&plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                round_trip_bits(&plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
         }
 
@@ -708,7 +656,7 @@ mod tests {
                 "float2int | for | bitpack".to_string(),
                 format!("float2int({e}) | for | bitpack"),
             ] {
-                round_trip(&plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                round_trip_bits(&plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
         }
     }

@@ -31,6 +31,8 @@ pub mod node;
 pub mod patch;
 pub mod plain;
 pub mod rle;
+#[cfg(test)]
+mod testing;
 pub mod zigzag;
 
 pub use node::{EncodedNode, NodeView};

@@ -250,23 +250,10 @@ fn resolve_width<T: Int>(plan: &Plan, values: &[T]) -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{decode_bytes, describe, encode};
+    use crate::encode;
+    use crate::testing::*;
     use proptest::prelude::*;
     use zipflow_core::IntVec;
-
-    /// Encodes, serialises and decodes `values` by `plan`, requiring a bit-exact round trip.
-    fn round_trip(plan: &str, values: &Values) -> Result<Vec<u8>> {
-        let bytes = encode(&plan.parse()?, values)?.to_bytes()?;
-        let back = decode_bytes(&bytes)?;
-        if !back.bit_eq(values) {
-            return Err(Error::invalid(format!(
-                "`{plan}` did not round-trip {} {} values",
-                values.len(),
-                values.ptype()
-            )));
-        }
-        Ok(bytes)
-    }
 
     /// The `patch` node in a serialised tree: the root or the first one down the pipe.
     fn patch_node<'a>(node: &'a NodeView<'a>) -> Option<&'a NodeView<'a>> {
@@ -287,10 +274,6 @@ mod tests {
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    fn described(bytes: &[u8]) -> Result<String> {
-        Ok(describe(&NodeView::parse(bytes)?)?.to_string())
-    }
-
     /// `i % 8` with `outlier` at the first, middle and last positions.
     fn with_outliers<T: Int>(n: usize, outlier: T) -> Vec<T> {
         let mut v: Vec<T> = (0..n as u64).map(|i| T::from_u64_wrapping(i % 8)).collect();
@@ -302,57 +285,56 @@ mod tests {
         v
     }
 
-    fn cases_for<T: Int + IntVecOf>() -> Result<()> {
-        for n in [0, 1, 2, 1023, 1024, 1025, 3000] {
-            let values = Values::Int(T::wrap(with_outliers(n, T::MAX)));
-            for plan in [
-                "patch | bitpack",
-                "patch(3) | bitpack",
-                "patch(0) | bitpack",
-                "for | patch | bitpack",
-                "patch | for | bitpack",
-                "patch",
-            ] {
-                round_trip(plan, &values)?;
+    /// Every plan shape over edge lengths, and the exception counts at 3 bits, the full width
+    /// and 0 bits.
+    struct EdgeLengths;
+
+    impl IntCheck for EdgeLengths {
+        fn check<T: IntVecOf>(&self) -> Result<()> {
+            for n in [0, 1, 2, 1023, 1024, 1025, 3000] {
+                let values = Values::Int(T::wrap(with_outliers(n, T::MAX)));
+                for plan in [
+                    "patch | bitpack",
+                    "patch(3) | bitpack",
+                    "patch(0) | bitpack",
+                    "for | patch | bitpack",
+                    "patch | for | bitpack",
+                    "patch",
+                ] {
+                    round_trip_bits(plan, &values)?;
+                }
+                let bits = T::BITS;
+                let expected_outliers = [0, n / 2, n.saturating_sub(1)]
+                    .iter()
+                    .filter(|&&p| p < n)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len() as u32;
+                // Outliers at the first and last positions are exceptions; nothing else is.
+                let bytes = round_trip_bits("patch(3) | bitpack", &values)?;
+                assert_eq!(exceptions(&bytes)?, expected_outliers, "{} n={n}", T::PTYPE);
+                // No exceptions at the full width.
+                let bytes = round_trip_bits(&format!("patch({bits}) | bitpack"), &values)?;
+                assert_eq!(exceptions(&bytes)?, 0);
+                // All exceptions: every value but the zeros is wider than 0 bits.
+                let nonzero = Values::Int(T::wrap(vec![T::MAX; n]));
+                let bytes = round_trip_bits("patch(0) | bitpack", &nonzero)?;
+                assert_eq!(exceptions(&bytes)?, n as u32);
+                assert_eq!(described(&bytes)?, "patch(0) | bitpack(0)");
             }
-            let bits = T::BITS;
-            let expected_outliers = [0, n / 2, n.saturating_sub(1)]
-                .iter()
-                .filter(|&&p| p < n)
-                .collect::<std::collections::BTreeSet<_>>()
-                .len() as u32;
-            // Outliers at the first and last positions are exceptions; nothing else is.
-            let bytes = round_trip("patch(3) | bitpack", &values)?;
-            assert_eq!(exceptions(&bytes)?, expected_outliers, "{} n={n}", T::PTYPE);
-            // No exceptions at the full width.
-            let bytes = round_trip(&format!("patch({bits}) | bitpack"), &values)?;
-            assert_eq!(exceptions(&bytes)?, 0);
-            // All exceptions: every value but the zeros is wider than 0 bits.
-            let nonzero = Values::Int(T::wrap(vec![T::MAX; n]));
-            let bytes = round_trip("patch(0) | bitpack", &nonzero)?;
-            assert_eq!(exceptions(&bytes)?, n as u32);
-            assert_eq!(described(&bytes)?, "patch(0) | bitpack(0)");
+            Ok(())
         }
-        Ok(())
     }
 
     #[test]
     fn round_trips_every_int_type() -> Result<()> {
-        cases_for::<u8>()?;
-        cases_for::<u16>()?;
-        cases_for::<u32>()?;
-        cases_for::<u64>()?;
-        cases_for::<i8>()?;
-        cases_for::<i16>()?;
-        cases_for::<i32>()?;
-        cases_for::<i64>()
+        for_every_int_type(&EdgeLengths)
     }
 
     #[test]
     fn outliers_do_not_widen_the_packing() -> Result<()> {
         let values = Values::Int(IntVec::I64(with_outliers(5000, 1 << 40)));
-        let patched = round_trip("for | patch | bitpack", &values)?;
-        let plain = round_trip("for | bitpack", &values)?;
+        let patched = round_trip_bits("for | patch | bitpack", &values)?;
+        let plain = round_trip_bits("for | bitpack", &values)?;
         assert_eq!(exceptions(&patched)?, 3);
         assert_eq!(described(&patched)?, "for | patch(3) | bitpack(3)");
         assert!(
@@ -404,91 +386,61 @@ mod tests {
             assert!(encode(&plan.parse()?, values).is_err(), "{plan}");
         }
         assert!(encode(&"patch".parse()?, &Values::F64(vec![1.0])).is_err());
-        round_trip("patch(64)", &v64)?;
-        round_trip("patch(8)", &v8)?;
+        round_trip_bits("patch(64)", &v64)?;
+        round_trip_bits("patch(8)", &v8)?;
         Ok(())
     }
+
+    const SAMPLE_PLAN: &str = "patch(3) | bitpack";
 
     fn sample_node() -> Result<EncodedNode> {
         let mut v: Vec<u32> = (0..100).map(|i| i % 8).collect();
         v[0] = 1 << 30;
         v[40] = 1 << 20;
         v[99] = u32::MAX;
-        encode(&"patch(3) | bitpack".parse()?, &Values::Int(IntVec::U32(v)))
-    }
-
-    fn decode_err(node: &EncodedNode) -> Result<String> {
-        match decode_bytes(&node.to_bytes()?) {
-            Ok(_) => Err(Error::invalid("corrupt node decoded")),
-            Err(e) => Ok(e.to_string()),
-        }
+        encode(&SAMPLE_PLAN.parse()?, &Values::Int(IntVec::U32(v)))
     }
 
     #[test]
     fn every_truncation_is_an_error_and_bit_flips_never_panic() -> Result<()> {
-        let bytes = sample_node()?.to_bytes()?;
-        decode_bytes(&bytes)?;
-        for n in 0..bytes.len() {
-            assert!(decode_bytes(&bytes[..n]).is_err(), "prefix {n}");
-        }
-        for i in 0..bytes.len() * 8 {
-            let mut b = bytes.clone();
-            b[i / 8] ^= 1 << (i % 8);
-            if let Ok(v) = decode_bytes(&b) {
-                assert_eq!(v.len(), NodeView::parse(&b)?.len);
-            }
-        }
-        Ok(())
+        check_corruption(SAMPLE_PLAN, &sample_node()?, 1)
     }
 
     #[test]
     fn corrupt_exceptions_are_reported() -> Result<()> {
         let good = sample_node()?;
-        let positions = |p: &[u32]| bytemuck::cast_slice::<u32, u8>(p).to_vec();
 
-        let mut n = good.clone();
-        n.buffers[0] = positions(&[0, 99, 40]);
-        assert!(decode_err(&n)?.contains("not after the previous one"));
+        assert!(
+            corrupted(&good, |n| n.buffers[0] = u32_bytes(&[0, 99, 40]))?
+                .contains("not after the previous one")
+        );
+        assert!(
+            corrupted(&good, |n| n.buffers[0] = u32_bytes(&[0, 40, 100]))?
+                .contains("past the end of 100 values")
+        );
+        assert!(
+            corrupted(&good, |n| n.buffers[0] = u32_bytes(&[0, 40]))?.contains("metadata says 3")
+        );
+        assert!(corrupted(&good, |n| n.buffers[1].truncate(8))?.contains("metadata says 3"));
+        assert!(corrupted(&good, |n| n.buffers[1].push(0))?.contains("not a multiple of 4"));
+        assert!(
+            corrupted(&good, |n| n.meta[1..5]
+                .copy_from_slice(&101u32.to_le_bytes()))?
+            .contains("claims 101 exceptions among 100 values")
+        );
+        assert!(corrupted(&good, |n| n.meta[0] = 33)?.contains("exceeds the 32-bit value type"));
+        assert!(corrupted(&good, |n| n.meta.push(0))?.contains("extra bytes"));
+        assert!(
+            corrupted(&good, |n| {
+                n.buffers.pop();
+            })?
+            .contains("expected 2 and 1")
+        );
 
-        let mut n = good.clone();
-        n.buffers[0] = positions(&[0, 40, 100]);
-        assert!(decode_err(&n)?.contains("past the end of 100 values"));
-
-        let mut n = good.clone();
-        n.buffers[0] = positions(&[0, 40]);
-        assert!(decode_err(&n)?.contains("metadata says 3"));
-
-        let mut n = good.clone();
-        n.buffers[1].truncate(8);
-        assert!(decode_err(&n)?.contains("metadata says 3"));
-
-        let mut n = good.clone();
-        n.buffers[1].push(0);
-        assert!(decode_err(&n)?.contains("not a multiple of 4"));
-
-        let mut n = good.clone();
-        n.meta[1..5].copy_from_slice(&101u32.to_le_bytes());
-        assert!(decode_err(&n)?.contains("claims 101 exceptions among 100 values"));
-
-        let mut n = good.clone();
-        n.meta[0] = 33;
-        assert!(decode_err(&n)?.contains("exceeds the 32-bit value type"));
-
-        let mut n = good.clone();
-        n.meta.push(0);
-        assert!(decode_err(&n)?.contains("extra bytes"));
-
-        let mut n = good.clone();
-        n.buffers.pop();
-        assert!(decode_err(&n)?.contains("expected 2 and 1"));
-
-        let mut n = good.clone();
-        n.children[0] = encode(&"bitpack".parse()?, &Values::Int(IntVec::U64(vec![0; 100])))?;
-        assert!(decode_err(&n)?.contains("expected u32"));
-
-        let mut n = good;
-        n.children[0] = encode(&"bitpack".parse()?, &Values::Int(IntVec::U32(vec![0; 99])))?;
-        assert!(decode_err(&n)?.contains("expected 100"));
+        let wide = encode(&"bitpack".parse()?, &Values::Int(IntVec::U64(vec![0; 100])))?;
+        assert!(corrupted(&good, |n| n.children[0] = wide)?.contains("expected u32"));
+        let short = encode(&"bitpack".parse()?, &Values::Int(IntVec::U32(vec![0; 99])))?;
+        assert!(corrupted(&good, |n| n.children[0] = short)?.contains("expected 100"));
         Ok(())
     }
 
@@ -510,7 +462,7 @@ mod tests {
             let values = Values::Int(IntVec::I64(v));
             for plan in ["for | patch | bitpack", "patch(3) | bitpack", "patch | bitpack",
                          "zigzag | patch | bitpack"] {
-                round_trip(plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                round_trip_bits(plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
         }
 
@@ -522,7 +474,7 @@ mod tests {
             let values = Values::Int(IntVec::U32(v));
             for plan in ["for | patch | bitpack", "patch(3) | bitpack", "patch | bitpack",
                          "patch(32) | bitpack"] {
-                round_trip(plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                round_trip_bits(plan, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
         }
     }

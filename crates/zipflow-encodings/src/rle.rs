@@ -201,103 +201,51 @@ pub fn expand<T: Int>(vals: &[T], lengths: &[u32], len: usize, out: &mut Vec<T>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{decode_bytes, describe, encode};
+    use crate::encode;
+    use crate::testing::*;
     use proptest::prelude::*;
 
-    fn plan(s: &str) -> Plan {
-        s.parse().unwrap_or_else(|e| panic!("{e}"))
-    }
+    struct EdgeCases;
 
-    fn round_trip(p: &Plan, values: &Values) -> Result<Vec<u8>> {
-        let node = encode(p, values)?;
-        let bytes = node.to_bytes()?;
-        assert_eq!(bytes.len(), node.size());
-        assert_eq!(&decode_bytes(&bytes)?, values, "plan `{p}`");
-        assert_eq!(
-            crate::estimate(p, values)?,
-            node.size(),
-            "estimate, plan `{p}`"
-        );
-        // The resolved plan re-encodes to the same bytes.
-        let resolved = describe(&NodeView::parse(&bytes)?)?;
-        assert_eq!(
-            encode(&resolved, values)?.to_bytes()?,
-            bytes,
-            "plan `{resolved}`"
-        );
-        Ok(bytes)
-    }
-
-    /// A deterministic generator (splitmix64), so failures reproduce.
-    fn random(seed: u64) -> impl FnMut() -> u64 {
-        let mut s = seed;
-        move || {
-            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-    }
-
-    fn edge_cases<T: Int>() -> Vec<Vec<T>> {
-        let mut r = random(11);
-        let mut full = |n: usize| -> Vec<T> { (0..n).map(|_| T::from_u64_wrapping(r())).collect() };
-        let mut cases = vec![
-            vec![],
-            vec![T::MIN],
-            full(1023),
-            full(1024),
-            full(1025),
-            vec![T::from_u64_wrapping(9); 1024],
-            vec![T::MAX; 70_000],
-            [T::MIN, T::MAX, T::ZERO, T::MAX, T::MAX, T::MIN].repeat(300),
-        ];
-        // Runs of every length 1..=40, then a few very long ones.
-        let mut mixed = Vec::new();
-        for n in 1..=40u64 {
-            mixed.extend(std::iter::repeat_n(
-                T::from_u64_wrapping(n * 31),
-                n as usize,
-            ));
-        }
-        for n in [1000u64, 5000, 1, 2, 3000] {
-            mixed.extend(std::iter::repeat_n(T::from_u64_wrapping(n), n as usize));
-        }
-        cases.push(mixed);
-        let mut sorted = full(4000)
-            .iter()
-            .map(|&v| T::from_u64_wrapping(v.to_u64() % 50))
-            .collect::<Vec<_>>();
-        sorted.sort_unstable();
-        cases.push(sorted);
-        cases
-    }
-
-    fn check_type<T: IntVecOf>() -> Result<()> {
-        for p in [
-            "rle",
-            "rle(values: bitpack, runs: bitpack)",
-            "rle(values: plain, runs: plain)",
-            "rle(values: zigzag | bitpack)",
-        ] {
-            for case in edge_cases::<T>() {
-                round_trip(&plan(p), &Values::Int(T::wrap(case)))?;
+    impl IntCases for EdgeCases {
+        fn cases<T: Int>() -> Vec<Vec<T>> {
+            let mut r = random(11);
+            let mut cases = edge_lengths(&mut r, T::MIN);
+            cases.extend([
+                vec![T::from_u64_wrapping(9); 1024],
+                vec![T::MAX; 70_000],
+                [T::MIN, T::MAX, T::ZERO, T::MAX, T::MAX, T::MIN].repeat(300),
+            ]);
+            // Runs of every length 1..=40, then a few very long ones.
+            let mut mixed = Vec::new();
+            for n in 1..=40u64 {
+                mixed.extend(std::iter::repeat_n(
+                    T::from_u64_wrapping(n * 31),
+                    n as usize,
+                ));
             }
+            for n in [1000u64, 5000, 1, 2, 3000] {
+                mixed.extend(std::iter::repeat_n(T::from_u64_wrapping(n), n as usize));
+            }
+            cases.push(mixed);
+            let mut sorted = random_ints::<T>(&mut r, 4000)
+                .iter()
+                .map(|&v| T::from_u64_wrapping(v.to_u64() % 50))
+                .collect::<Vec<_>>();
+            sorted.sort_unstable();
+            cases.push(sorted);
+            cases
         }
-        Ok(())
     }
 
     #[test]
     fn round_trips_edge_cases() -> Result<()> {
-        check_type::<u8>()?;
-        check_type::<i8>()?;
-        check_type::<u16>()?;
-        check_type::<i16>()?;
-        check_type::<u32>()?;
-        check_type::<i32>()?;
-        check_type::<u64>()?;
-        check_type::<i64>()
+        round_trip_every_int_type::<EdgeCases>(&[
+            "rle",
+            "rle(values: bitpack, runs: bitpack)",
+            "rle(values: plain, runs: plain)",
+            "rle(values: zigzag | bitpack)",
+        ])
     }
 
     #[test]
@@ -315,7 +263,7 @@ mod tests {
         let bytes = round_trip(&plan("rle"), &Values::Int(IntVec::I16(v)))?;
         // 30 values 0..=29 (5 bits); every run is 100 long, so its offsets are all 0.
         assert_eq!(
-            describe(&NodeView::parse(&bytes)?)?.to_string(),
+            described(&bytes)?,
             "rle(values: for | bitpack(5), runs: for | bitpack(0))"
         );
         Ok(())
@@ -327,45 +275,36 @@ mod tests {
         assert!(matches!(e, Err(Error::Plan { .. })));
     }
 
-    fn corrupt(p: &str, edit: impl Fn(&mut EncodedNode)) -> Result<String> {
-        let v: Vec<u32> = (0..3000).map(|i| i / 7).collect();
-        let mut node = encode(&plan(p), &Values::Int(IntVec::U32(v)))?;
-        edit(&mut node);
-        match decode_bytes(&node.to_bytes()?) {
-            Ok(_) => panic!("corrupt rle decoded"),
-            Err(e) => Ok(e.to_string()),
-        }
-    }
-
     #[test]
     fn checks_runs() -> Result<()> {
         let p = "rle(values: plain, runs: plain)";
+        let v = Values::Int(IntVec::U32((0..3000).map(|i| i / 7).collect()));
         // A zero-length run.
-        let e = corrupt(p, |n| {
+        let e = corrupt(p, &v, |n| {
             n.children[1].buffers[0][0..4].copy_from_slice(&0u32.to_le_bytes())
         })?;
         assert!(e.contains("length 0"), "{e}");
         // Runs that add up to too few values, and to too many.
-        let e = corrupt(p, |n| {
+        let e = corrupt(p, &v, |n| {
             n.children[1].buffers[0][0..4].copy_from_slice(&6u32.to_le_bytes())
         })?;
         assert!(e.contains("add up to 2999"), "{e}");
-        let e = corrupt(p, |n| {
+        let e = corrupt(p, &v, |n| {
             n.children[1].buffers[0][0..4].copy_from_slice(&u32::MAX.to_le_bytes())
         })?;
         assert!(e.contains("add up to"), "{e}");
         // Child lengths that disagree.
-        let e = corrupt(p, |n| {
+        let e = corrupt(p, &v, |n| {
             n.children[1].len -= 1;
             let runs = &mut n.children[1].buffers[0];
             runs.truncate(runs.len() - 4);
         })?;
         assert!(e.contains("runs child holds"), "{e}");
         // More runs than values.
-        let e = corrupt(p, |n| n.len = 10)?;
+        let e = corrupt(p, &v, |n| n.len = 10)?;
         assert!(e.contains("more than its parent's 10"), "{e}");
         // Wrong child types.
-        let e = corrupt("rle", |n| n.children[1].ptype = PType::U16)?;
+        let e = corrupt("rle", &v, |n| n.children[1].ptype = PType::U16)?;
         assert!(e.contains("expected u32"), "{e}");
         Ok(())
     }
@@ -376,20 +315,13 @@ mod tests {
         let v: Vec<i64> = (0..2500)
             .map(|i| (i / (1 + (r() % 9) as i64)) - 300)
             .collect();
+        let v = Values::Int(IntVec::I64(v));
         for p in [
             "rle",
             "rle(values: bitpack, runs: bitpack)",
             "rle(values: plain, runs: plain)",
         ] {
-            let bytes = encode(&plan(p), &Values::Int(IntVec::I64(v.clone())))?.to_bytes()?;
-            for n in 0..bytes.len() {
-                assert!(decode_bytes(&bytes[..n]).is_err(), "plan `{p}`, prefix {n}");
-            }
-            for i in (0..bytes.len() * 8).step_by(5) {
-                let mut b = bytes.clone();
-                b[i / 8] ^= 1 << (i % 8);
-                let _ = decode_bytes(&b);
-            }
+            check_corruption(p, &encode(&plan(p), &v)?, 5)?;
         }
         Ok(())
     }

@@ -1,0 +1,178 @@
+//! The helpers every primitive's unit tests share: parsing plans, checked round trips,
+//! deterministic random data, running a check for each integer type, and corrupting encoded
+//! nodes.
+
+use crate::node::{EncodedNode, NodeView};
+use crate::{decode_bytes, describe, encode};
+use std::marker::PhantomData;
+use zipflow_core::values::IntVecOf;
+use zipflow_core::{Error, Int, Plan, Result, Values};
+
+/// Parses `s`, panicking with the parse error.
+pub(crate) fn plan(s: &str) -> Plan {
+    s.parse().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Encodes `values` by `p` and requires the bytes to decode back to `values`, the estimate to
+/// be exact, and the resolved plan to re-encode to the same bytes. Returns the bytes.
+pub(crate) fn round_trip(p: &Plan, values: &Values) -> Result<Vec<u8>> {
+    let node = encode(p, values)?;
+    let bytes = node.to_bytes()?;
+    assert_eq!(bytes.len(), node.size());
+    assert_eq!(&decode_bytes(&bytes)?, values, "plan `{p}`");
+    assert_eq!(
+        crate::estimate(p, values)?,
+        node.size(),
+        "estimate, plan `{p}`"
+    );
+    // The resolved plan re-encodes to the same bytes.
+    let resolved = describe(&NodeView::parse(&bytes)?)?;
+    assert_eq!(
+        encode(&resolved, values)?.to_bytes()?,
+        bytes,
+        "plan `{resolved}`"
+    );
+    Ok(bytes)
+}
+
+/// Encodes, serialises and decodes `values` by `plan`, requiring a bit-exact round trip (so NaN
+/// payloads and `-0.0` count). Returns the bytes.
+pub(crate) fn round_trip_bits(plan: &str, values: &Values) -> Result<Vec<u8>> {
+    let bytes = encode(&plan.parse()?, values)?.to_bytes()?;
+    let back = decode_bytes(&bytes)?;
+    if !back.bit_eq(values) {
+        return Err(Error::invalid(format!(
+            "`{plan}` did not round-trip {} {} values",
+            values.len(),
+            values.ptype()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// The plan a serialised node tree was encoded with, as text.
+pub(crate) fn described(bytes: &[u8]) -> Result<String> {
+    Ok(describe(&NodeView::parse(bytes)?)?.to_string())
+}
+
+/// A deterministic generator (splitmix64), so failures reproduce.
+pub(crate) fn random(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed;
+    move || {
+        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// `n` values of `T` drawn from `r`, over the type's whole range.
+pub(crate) fn random_ints<T: Int>(r: &mut impl FnMut() -> u64, n: usize) -> Vec<T> {
+    (0..n).map(|_| T::from_u64_wrapping(r())).collect()
+}
+
+/// The edge cases that open every primitive's list: no values, the single value `one`, then
+/// random values from `r` one short of, exactly and one past a 1024-value vector.
+pub(crate) fn edge_lengths<T: Int>(r: &mut impl FnMut() -> u64, one: T) -> Vec<Vec<T>> {
+    vec![
+        vec![],
+        vec![one],
+        random_ints(r, 1023),
+        random_ints(r, 1024),
+        random_ints(r, 1025),
+    ]
+}
+
+/// A check written once over the integer type, run for each by [`for_every_int_type`].
+pub(crate) trait IntCheck {
+    /// Runs the check on `T` values.
+    fn check<T: IntVecOf>(&self) -> Result<()>;
+}
+
+/// Runs `c`'s check for each of the eight integer types.
+pub(crate) fn for_every_int_type(c: &impl IntCheck) -> Result<()> {
+    c.check::<u8>()?;
+    c.check::<i8>()?;
+    c.check::<u16>()?;
+    c.check::<i16>()?;
+    c.check::<u32>()?;
+    c.check::<i32>()?;
+    c.check::<u64>()?;
+    c.check::<i64>()
+}
+
+/// Test streams written once over the integer type.
+pub(crate) trait IntCases {
+    /// The streams, as `T` values.
+    fn cases<T: Int>() -> Vec<Vec<T>>;
+}
+
+/// [`round_trip`]s each of `C`'s streams of every integer type by each of `plans`.
+pub(crate) fn round_trip_every_int_type<C: IntCases>(plans: &[&str]) -> Result<()> {
+    struct RoundTrips<'a, C>(&'a [&'a str], PhantomData<C>);
+    impl<C: IntCases> IntCheck for RoundTrips<'_, C> {
+        fn check<T: IntVecOf>(&self) -> Result<()> {
+            let cases: Vec<Values> = C::cases::<T>()
+                .into_iter()
+                .map(|case| Values::Int(T::wrap(case)))
+                .collect();
+            for p in self.0 {
+                for values in &cases {
+                    round_trip(&plan(p), values)?;
+                }
+            }
+            Ok(())
+        }
+    }
+    for_every_int_type(&RoundTrips::<C>(plans, PhantomData))
+}
+
+/// `values` as little-endian bytes, as a node's buffer stores them.
+pub(crate) fn u32_bytes(values: &[u32]) -> Vec<u8> {
+    bytemuck::cast_slice::<u32, u8>(values).to_vec()
+}
+
+/// The error decoding `node` gives; an error itself if `node` decodes.
+pub(crate) fn decode_err(node: &EncodedNode) -> Result<String> {
+    match decode_bytes(&node.to_bytes()?) {
+        Ok(_) => Err(Error::invalid("corrupt node decoded")),
+        Err(e) => Ok(e.to_string()),
+    }
+}
+
+/// The error decoding a copy of `good` changed by `edit` gives; an error itself if it decodes.
+pub(crate) fn corrupted(good: &EncodedNode, edit: impl FnOnce(&mut EncodedNode)) -> Result<String> {
+    let mut node = good.clone();
+    edit(&mut node);
+    decode_err(&node)
+}
+
+/// The error decoding `values` encoded by plan `p` and changed by `edit` gives; an error itself
+/// if it decodes.
+pub(crate) fn corrupt(
+    p: &str,
+    values: &Values,
+    edit: impl FnOnce(&mut EncodedNode),
+) -> Result<String> {
+    corrupted(&encode(&plan(p), values)?, edit)
+}
+
+/// Requires `node`, encoded by plan `p`, to decode, every proper prefix of its bytes to fail
+/// to, and a flip of every `flip_step`-th bit to give an error, not a panic, or values as many
+/// as the header then states.
+pub(crate) fn check_corruption(p: &str, node: &EncodedNode, flip_step: usize) -> Result<()> {
+    let bytes = node.to_bytes()?;
+    decode_bytes(&bytes)?;
+    for n in 0..bytes.len() {
+        assert!(decode_bytes(&bytes[..n]).is_err(), "plan `{p}`, prefix {n}");
+    }
+    for i in (0..bytes.len() * 8).step_by(flip_step) {
+        let mut b = bytes.clone();
+        b[i / 8] ^= 1 << (i % 8);
+        if let Ok(v) = decode_bytes(&b) {
+            assert_eq!(v.len(), NodeView::parse(&b)?.len, "plan `{p}`, bit {i}");
+        }
+    }
+    Ok(())
+}
