@@ -54,7 +54,7 @@ pub fn candidates(ptype: PType) -> Vec<Plan> {
 /// Vectors (of 1024 values) in a sample.
 const SAMPLE_VECTORS: usize = 8;
 
-/// A deterministic stratified sample: up to [`SAMPLE_VECTORS`] runs of 1024 consecutive values,
+/// A deterministic stratified sample: up to eight runs of 1024 consecutive values,
 /// evenly spread, so runs and local order survive sampling. Small streams are used whole.
 pub fn sample(values: &Values) -> Values {
     let n = values.len();
