@@ -76,6 +76,20 @@ pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
             let (schema, _) = format
                 .infer_schema(BufReader::new(&mut file), Some(100_000))
                 .with_context(|| format!("{}: cannot infer the CSV schema", path.display()))?;
+            // A column with no values to infer from (e.g. a header-only file) reads as strings.
+            let schema = arrow::datatypes::Schema::new(
+                schema
+                    .fields()
+                    .iter()
+                    .map(|f| match f.data_type() {
+                        arrow::datatypes::DataType::Null => f
+                            .as_ref()
+                            .clone()
+                            .with_data_type(arrow::datatypes::DataType::Utf8),
+                        _ => f.as_ref().clone(),
+                    })
+                    .collect::<Vec<_>>(),
+            );
             file.rewind()?;
             let reader = arrow::csv::ReaderBuilder::new(std::sync::Arc::new(schema))
                 .with_format(format)
@@ -166,6 +180,20 @@ impl TableSink {
     }
 }
 
+/// Fails with a clear message when the directory `path` is to be written in does not exist.
+pub fn check_output_dir(path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        bail!(
+            "{}: cannot write there: directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 /// A file written under a temporary name and renamed onto its target only when complete;
 /// dropped before [`AtomicFile::commit`], it deletes the temporary file.
 pub struct AtomicFile {
@@ -177,6 +205,7 @@ pub struct AtomicFile {
 impl AtomicFile {
     /// Creates the temporary file beside `target`. Refuses an existing target unless `force`.
     pub fn create(target: &Path, force: bool) -> Result<(AtomicFile, File)> {
+        check_output_dir(target)?;
         if target.exists() && !force {
             bail!(
                 "{}: already exists; pass --force to overwrite it",

@@ -22,6 +22,7 @@ impl std::fmt::Display for Scalar {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Scalar::Int(v) => write!(f, "{v}"),
+            Scalar::Float(v) if *v != 0.0 && !(1e-4..1e15).contains(&v.abs()) => write!(f, "{v:e}"),
             Scalar::Float(v) => write!(f, "{v}"),
             Scalar::Bytes(b) => write!(f, "{:?}", String::from_utf8_lossy(b)),
         }

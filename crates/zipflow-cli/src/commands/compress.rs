@@ -44,6 +44,7 @@ pub fn run(a: Args) -> Result<()> {
         .filter(u8::is_ascii)
         .context("--delimiter must be one ASCII character")?;
     let plans = super::parse_plans(&a.plans)?;
+    io::check_output_dir(&a.out.output)?;
     let input = io::open(&a.input, format, delimiter)?;
     let schema = input.reader.schema();
     let opts = WriteOptions {
@@ -80,9 +81,10 @@ pub fn run(a: Args) -> Result<()> {
     }
     print!("{}", t.render());
     println!(
-        "{} rows, {} columns: {} ({}) -> {} ({}; {} plain, ratio {}) in {secs:.2} s",
+        "{} rows, {} column{}: {} ({}) -> {} ({}; {} plain, ratio {}) in {secs:.2} s",
         summary.rows,
         summary.columns.len(),
+        if summary.columns.len() == 1 { "" } else { "s" },
         a.input.display(),
         bytes(in_size),
         a.out.output.display(),

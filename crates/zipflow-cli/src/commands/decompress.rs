@@ -37,6 +37,10 @@ pub fn run(a: Args) -> Result<()> {
         sink.write(&batch)?;
         bar.inc(batch.num_rows() as u64);
     }
+    if zf.num_chunks() == 0 {
+        // An empty table still gets its header (CSV) and schema (Parquet, Arrow).
+        sink.write(&arrow::record_batch::RecordBatch::new_empty(schema.clone()))?;
+    }
     sink.finish()?;
     atomic.commit()?;
     bar.finish_and_clear();

@@ -69,11 +69,12 @@ pub fn run(a: Args) -> Result<()> {
     let zf = ZfFile::open(&a.input)?;
     let file_size = std::fs::metadata(&a.input).map(|m| m.len()).unwrap_or(0);
     println!(
-        "{}: {} rows, {} columns, {} chunks per column, {}",
+        "{}: {} rows, {} columns, {} row groups of up to {} rows, {}",
         a.input.display(),
         zf.num_rows(),
         zf.columns().len(),
         zf.num_chunks(),
+        zf.chunk_rows(),
         bytes(file_size)
     );
     let mut t = Table::new(

@@ -92,6 +92,9 @@ pub fn run(a: Args) -> Result<()> {
     if !(a.sf > 0.0 && a.sf <= 1000.0) {
         bail!("--sf must be in (0, 1000], got {}", a.sf);
     }
+    if let Some(out) = &a.output {
+        crate::io::check_output_dir(out)?;
+    }
     let t = Instant::now();
     let bar = spinner(&format!("generating lineitem at SF {}", a.sf), a.quiet);
     let batches = generate_lineitem(a.sf);
