@@ -115,6 +115,12 @@ fn parquet_round_trip_is_identical() {
     let back =
         arrow::compute::concat_batches(&back[0].schema(), &back).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(back, batch);
+    // Arrow IPC in: the same table again.
+    let o = zipflow(&["compress", "back.arrow", "-o", "ipc.zf", "-q"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = zipflow(&["decompress", "ipc.zf", "-o", "ipc.parquet", "-q"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_parquet(&d.join("ipc.parquet")), batch);
     // The CSV comes back in as the same table, types inferred.
     let o = zipflow(&["compress", "back.csv", "-o", "csv.zf", "-q"], d);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -273,6 +279,21 @@ fn unsupported_types_and_bad_plans_are_named() {
     );
     assert!(stderr(&o).contains("column `s`"), "{}", stderr(&o));
     assert!(!d.join("x.zf").exists());
+}
+
+#[test]
+fn empty_tables_round_trip() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    std::fs::write(d.join("h.csv"), "a,b\n").unwrap_or_else(|e| panic!("{e}"));
+    let o = zipflow(&["compress", "h.csv", "-o", "h.zf", "-q"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = zipflow(&["decompress", "h.zf", "-o", "back.csv", "-q"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(d.join("back.csv")).ok().as_deref(),
+        Some("a,b\n")
+    );
 }
 
 #[test]
