@@ -2,13 +2,14 @@
 
 use anyhow::{Context, Result, bail};
 use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use std::fs::File;
-use std::io::{BufReader, Seek, Write};
+use std::io::{BufRead, BufReader, Seek, Write};
 use std::path::{Path, PathBuf};
 
 /// A tabular file format zipflow reads and writes.
@@ -73,8 +74,10 @@ pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
             let format = arrow::csv::reader::Format::default()
                 .with_header(true)
                 .with_delimiter(delimiter);
+            let header = csv_header(&mut file, delimiter)?;
             let (schema, _) = format
                 .infer_schema(BufReader::new(&mut file), Some(100_000))
+                .map_err(|e| explain_csv_error(e, &header))
                 .with_context(|| format!("{}: cannot infer the CSV schema", path.display()))?;
             // A column with no values to infer from (e.g. a header-only file) reads as strings.
             let schema = arrow::datatypes::Schema::new(
@@ -97,7 +100,10 @@ pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
                 .build(BufReader::new(file))
                 .with_context(|| format!("{}: reading CSV", path.display()))?;
             Ok(Input {
-                reader: Box::new(reader),
+                reader: Box::new(CsvReader {
+                    inner: reader,
+                    header,
+                }),
                 rows: None,
             })
         }
@@ -117,6 +123,74 @@ pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
                 rows: None,
             })
         }
+    }
+}
+
+/// The CSV header's field names (lossy UTF-8, quotes trimmed), to name columns in errors.
+fn csv_header(file: &mut File, delimiter: u8) -> Result<Vec<String>> {
+    let mut line = Vec::new();
+    BufReader::new(&mut *file).read_until(b'\n', &mut line)?;
+    file.rewind()?;
+    Ok(line
+        .trim_ascii_end()
+        .split(|&b| b == delimiter)
+        .map(|f| String::from_utf8_lossy(f).trim_matches('"').to_string())
+        .collect())
+}
+
+/// Rewrites the CSV reader's UTF-8 error ("invalid UTF-8 in field K near byte index B at line
+/// L") to name the column; other errors pass through.
+fn explain_csv_error(e: ArrowError, header: &[String]) -> ArrowError {
+    let text = e.to_string();
+    let number_after = |key: &str| -> Option<usize> {
+        let rest = &text[text.find(key)? + key.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    if !text.contains("invalid utf-8") && !text.contains("invalid UTF-8") {
+        return e;
+    }
+    // Two phrasings: "in field K (0-based) ... at line L" while inferring, "for line L and
+    // field K (1-based)" while reading.
+    let located = match (number_after("in field "), number_after("at line ")) {
+        (Some(f), Some(l)) => Some((f, l)),
+        _ => match (number_after("and field "), number_after("for line ")) {
+            (Some(f), Some(l)) if f > 0 => Some((f - 1, l)),
+            _ => None,
+        },
+    };
+    let Some((field, line)) = located else {
+        return e;
+    };
+    let column = header.get(field).map_or_else(
+        || format!("field {}", field + 1),
+        |n| format!("column `{n}`"),
+    );
+    ArrowError::CsvError(format!(
+        "line {line}, {column}: invalid UTF-8 in a text field (fix the file's encoding, e.g. \
+         iconv -f latin1 -t utf-8)"
+    ))
+}
+
+/// A CSV reader whose errors name the column.
+struct CsvReader {
+    inner: arrow::csv::Reader<BufReader<File>>,
+    header: Vec<String>,
+}
+
+impl Iterator for CsvReader {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner
+            .next()
+            .map(|r| r.map_err(|e| explain_csv_error(e, &self.header)))
+    }
+}
+
+impl RecordBatchReader for CsvReader {
+    fn schema(&self) -> arrow::datatypes::SchemaRef {
+        self.inner.schema()
     }
 }
 

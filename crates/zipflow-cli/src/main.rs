@@ -31,9 +31,18 @@ enum Command {
     Decompress(commands::decompress::Args),
     /// Show what a .zf file holds: rows, columns, types, plans, sizes, zone maps.
     Inspect(commands::inspect::Args),
+    /// GPU information, and decoding benchmarks on the GPU.
+    Gpu(commands::gpu::Args),
     /// Generate TPC-H lineitem in-process, compress it, verify the round trip, and compare
     /// sizes and speeds with Parquet+zstd(3).
     Tpch(commands::tpch::Args),
+    /// Run a SQL query on a .zf file: SELECT ... FROM 'file.zf' WHERE ... GROUP BY ...
+    Sql(commands::sql::Args),
+    /// Benchmarks: `zipflow bench tpch` runs TPC-H Q1 and Q6 at several thread counts.
+    Bench(commands::bench::Args),
+    /// Text plans against gzip, zstd and bzip2 on the same files.
+    #[command(name = "bench-text", hide = true)]
+    BenchText(commands::bench_text::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,7 +51,11 @@ fn main() -> ExitCode {
         Command::Compress(a) => commands::compress::run(a),
         Command::Decompress(a) => commands::decompress::run(a),
         Command::Inspect(a) => commands::inspect::run(a),
+        Command::Gpu(a) => commands::gpu::run(a),
         Command::Tpch(a) => commands::tpch::run(a),
+        Command::Sql(a) => commands::sql::run(a),
+        Command::Bench(a) => commands::bench::run(a),
+        Command::BenchText(a) => commands::bench_text::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -305,3 +305,81 @@ fn tpch_main_job_runs_small() {
     assert!(out.contains("every value round-trips"), "{out}");
     assert!(out.contains("l_extendedprice"), "{out}");
 }
+
+#[test]
+fn text_mode_gives_back_the_exact_bytes() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut data = b"It was the best of times, it was the worst of times; ".repeat(2000);
+    data.extend((0..=255u8).cycle().take(5000));
+    std::fs::write(dir.path().join("book.txt"), &data).unwrap_or_else(|e| panic!("{e}"));
+    for plan in [
+        None,
+        Some("chardict16"),
+        Some("words(codes: ans)"),
+        Some("text=fsst"),
+    ] {
+        let mut args = vec!["compress", "--text", "book.txt", "-o", "b.zf", "-f", "-q"];
+        if let Some(p) = plan {
+            args.extend(["--plan", p]);
+        }
+        let o = zipflow(&args, dir.path());
+        assert!(o.status.success(), "{plan:?}: {}", stderr(&o));
+        let o = zipflow(
+            &["decompress", "b.zf", "-o", "back.txt", "-f", "-q"],
+            dir.path(),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let back = std::fs::read(dir.path().join("back.txt")).unwrap_or_default();
+        assert!(back == data, "{plan:?}: bytes differ");
+    }
+    let o = zipflow(&["inspect", "b.zf"], dir.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("--text") && out.contains("fsst"),
+        "{out}"
+    );
+    // A bad plan is named and leaves nothing.
+    let o = zipflow(
+        &[
+            "compress",
+            "--text",
+            "book.txt",
+            "-o",
+            "bad.zf",
+            "--plan",
+            "bitpack(3)",
+        ],
+        dir.path(),
+    );
+    assert!(
+        !o.status.success() && stderr(&o).contains("bitpack"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.path().join("bad.zf").exists());
+}
+
+#[test]
+fn invalid_utf8_in_csv_names_line_and_column() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Early (seen while inferring the schema) and late (seen while reading).
+    let early = b"id,name\n1,ok\n2,caf\xe9\n".to_vec();
+    let mut late = b"id,name\n".to_vec();
+    for i in 0..150_000 {
+        late.extend_from_slice(format!("{i},n{i}\n").as_bytes());
+    }
+    late.extend_from_slice(b"7,caf\xe9\n");
+    for (file, line) in [("early.csv", "line 3"), ("late.csv", "line 150002")] {
+        let data = if file == "early.csv" { &early } else { &late };
+        std::fs::write(dir.path().join(file), data).unwrap_or_else(|e| panic!("{e}"));
+        let o = zipflow(&["compress", file, "-o", "x.zf", "-q"], dir.path());
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{file}");
+        assert!(
+            err.contains(file) && err.contains(line) && err.contains("column `name`"),
+            "{err}"
+        );
+        assert!(err.trim().lines().count() == 1, "{err}");
+        assert!(!dir.path().join("x.zf").exists());
+    }
+}

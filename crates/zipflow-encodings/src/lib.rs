@@ -19,20 +19,28 @@
 //!
 //! Families, one module each: [`bitpack`], [`frame`] (frame of reference), [`zigzag`],
 //! [`delta`], [`rle`], [`dict`], [`constant`], [`patch`] (patched exceptions),
-//! [`float2int`], [`plain`].
+//! [`float2int`], [`ans`] (interleaved rANS entropy coder),
+//! [`plain`], [`strdict`] (string dictionary), [`fsst`], [`chardict`] (`chardict16`, the
+//! published character-dictionary coder), [`chartable`] (character tables trained per text).
 
+pub mod ans;
 pub mod bitpack;
+pub mod chardict;
+pub mod chartable;
 pub mod constant;
 pub mod delta;
 pub mod dict;
 pub mod float2int;
 pub mod frame;
+pub mod fsst;
 pub mod node;
 pub mod patch;
 pub mod plain;
 pub mod rle;
+pub mod strdict;
 #[cfg(test)]
 mod testing;
+pub mod words;
 pub mod zigzag;
 
 pub use node::{EncodedNode, NodeView};
@@ -108,6 +116,12 @@ static ENCODINGS: &[&dyn Encoding] = &[
     &constant::Constant,
     &patch::Patch,
     &float2int::FloatToInt,
+    &ans::Ans,
+    &chardict::CharDict16,
+    &chartable::CharTable,
+    &strdict::StrDict,
+    &fsst::Fsst,
+    &words::Words,
 ];
 
 /// All primitives.

@@ -1,8 +1,10 @@
-//! Plain: values stored as they are, little-endian; byte strings as their bytes plus a child
-//! stream of lengths.
+//! Plain: values stored as they are, little-endian; byte strings as two child streams, their
+//! lengths and their concatenated bytes.
 //!
-//! Node for fixed-width types: no meta, buffer 0 = the values. For byte strings: buffer 0 =
-//! the concatenated bytes, child 0 = the lengths as u32.
+//! Node for fixed-width types: no meta, buffer 0 = the values. For byte strings: no buffers,
+//! child 0 = the lengths as u32, child 1 = the concatenated bytes as a u8 stream, so any text
+//! plan (`fsst`, `words`, `ans`, ...) can compress a column's bytes:
+//! `plain(lengths: for | bitpack, bytes: words(codes: ans))`.
 
 use crate::node::{EncodedNode, NodeView, cast_or_copy};
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
@@ -26,10 +28,16 @@ impl Encoding for Plain {
         Pattern::FullyParallel
     }
     fn slots(&self) -> &'static [Slot] {
-        &[Slot {
-            name: "lengths",
-            default: "for | bitpack",
-        }]
+        &[
+            Slot {
+                name: "lengths",
+                default: "for | bitpack",
+            },
+            Slot {
+                name: "bytes",
+                default: "plain",
+            },
+        ]
     }
     fn accepts(&self, _ptype: PType) -> bool {
         true
@@ -48,25 +56,37 @@ impl Encoding for Plain {
                     .map(|w| u32::try_from(w[1] - w[0]))
                     .collect::<Result<Vec<u32>, _>>()
                     .map_err(|_| Error::unsupported("a string longer than 4 GiB"))?;
-                node.buffers.push(b.data.clone());
                 let lengths = Values::Int(IntVec::U32(lengths));
                 node.children
                     .push(encode_child(plan, self, "lengths", &lengths)?);
+                // The bytes child borrows the data for the encode only.
+                let bytes = Values::Int(IntVec::U8(b.data.clone()));
+                node.children
+                    .push(encode_child(plan, self, "bytes", &bytes)?);
             }
         }
-        if plan.get("lengths").is_some() && input.ptype() != PType::Bytes {
-            return Err(Error::plan(plan, "`lengths` applies to byte strings only"));
+        if input.ptype() != PType::Bytes
+            && let Some((slot, _)) = plan.children.first()
+        {
+            return Err(Error::plan(
+                plan,
+                format!("`{slot}` applies to byte strings only"),
+            ));
         }
         Ok(node)
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        let nchild = usize::from(node.ptype == PType::Bytes);
-        node.expect_shape("plain", 1, nchild)?;
+        if let Values::Bytes(o) = out {
+            node.expect_shape("plain", 0, 2)?;
+            node.meta_reader().finish("plain")?;
+            return decode_strings(node, o, scratch);
+        }
+        node.expect_shape("plain", 1, 0)?;
         node.meta_reader().finish("plain")?;
         let buf = node.buffer(0, "values")?;
         let width = node.ptype.byte_width();
-        if width > 0 && buf.len() != node.len * width {
+        if buf.len() != node.len * width {
             return Err(Error::corrupt(format!(
                 "plain buffer has {} bytes, {} {} values need {}",
                 buf.len(),
@@ -92,37 +112,45 @@ impl Encoding for Plain {
                 o.clear();
                 o.extend_from_slice(cast_or_copy::<f64>(buf, &mut copy, "plain")?);
             }
-            Values::Bytes(o) => {
-                expect_child(node, 0, "lengths", PType::U32, Some(node.len))?;
-                let lengths = scratch.decode(&node.children[0])?;
-                let result = fill_strings(&lengths, buf, o);
-                scratch.give(lengths);
-                result?;
-            }
+            Values::Bytes(_) => {}
         }
         Ok(())
     }
 }
 
-fn fill_strings(lengths: &Values, data: &[u8], out: &mut ByteStrings) -> Result<()> {
+/// Decodes a byte-string node: lengths into offsets, the bytes child straight into `out.data`.
+fn decode_strings(node: &NodeView<'_>, out: &mut ByteStrings, scratch: &mut Scratch) -> Result<()> {
+    expect_child(node, 0, "lengths", PType::U32, Some(node.len))?;
+    expect_child(node, 1, "bytes", PType::U8, None)?;
+    let lengths = scratch.decode(&node.children[0])?;
+    let result = fill_offsets(&lengths, node.children[1].len, &mut out.offsets);
+    scratch.give(lengths);
+    result?;
+    // Decode the bytes in place: the data vector travels as a u8 stream and comes back.
+    let mut bytes = Values::Int(IntVec::U8(std::mem::take(&mut out.data)));
+    let result = crate::decode(&node.children[1], &mut bytes, scratch);
+    if let Values::Int(IntVec::U8(data)) = bytes {
+        out.data = data;
+    }
+    result
+}
+
+fn fill_offsets(lengths: &Values, total: usize, offsets: &mut Vec<u64>) -> Result<()> {
     let Values::Int(IntVec::U32(lengths)) = lengths else {
         return Err(Error::corrupt("string lengths are not u32"));
     };
-    out.offsets.clear();
-    out.offsets.reserve(lengths.len() + 1);
-    out.offsets.push(0);
+    offsets.clear();
+    offsets.reserve(lengths.len() + 1);
+    offsets.push(0);
     let mut end = 0u64;
     for &l in lengths {
         end += u64::from(l);
-        out.offsets.push(end);
+        offsets.push(end);
     }
-    if end != data.len() as u64 {
+    if end != total as u64 {
         return Err(Error::corrupt(format!(
-            "string lengths add up to {end} bytes, the data has {}",
-            data.len()
+            "string lengths add up to {end} bytes, the bytes stream has {total}"
         )));
     }
-    out.data.clear();
-    out.data.extend_from_slice(data);
     Ok(())
 }

@@ -49,6 +49,7 @@
 pub mod arrow;
 pub mod file;
 pub mod table;
+pub mod text;
 
 pub use file::{ChunkMeta, ColumnMeta, FileWriter, Validity, ZfFile};
 pub use table::{ColumnSummary, FileSummary, TableWriter, WriteOptions};

@@ -29,6 +29,9 @@ pub struct WriteOptions {
     pub plans: HashMap<String, Plan>,
     /// Replace an existing file at the target path.
     pub overwrite: bool,
+    /// u8 columns that hold text (or any raw bytes): their plan is chosen among
+    /// [`zipflow_select::text_candidates`], sampled in long runs.
+    pub text_columns: Vec<String>,
 }
 
 impl Default for WriteOptions {
@@ -37,6 +40,7 @@ impl Default for WriteOptions {
             chunk_rows: 64 * zipflow_core::VECTOR_LEN,
             plans: HashMap::new(),
             overwrite: false,
+            text_columns: Vec::new(),
         }
     }
 }
@@ -97,7 +101,7 @@ pub struct TableWriter {
     file: FileWriter,
     schema: SchemaRef,
     types: Vec<ColumnType>,
-    plans: Vec<Option<Plan>>,
+    plans: Vec<Choice>,
     chunk_rows: usize,
     pending: Vec<RecordBatch>,
     pending_rows: usize,
@@ -135,6 +139,7 @@ impl TableWriter {
         let mut unknown: Vec<&String> = options
             .plans
             .keys()
+            .chain(&options.text_columns)
             .filter(|name| schema.field_with_name(name).is_err())
             .collect();
         unknown.sort();
@@ -149,7 +154,11 @@ impl TableWriter {
         let plans = schema
             .fields()
             .iter()
-            .map(|f| options.plans.get(f.name()).cloned())
+            .map(|f| match options.plans.get(f.name()) {
+                Some(p) => Choice::Forced(p.clone()),
+                None if options.text_columns.contains(f.name()) => Choice::Text,
+                None => Choice::Auto,
+            })
             .collect();
         let columns = schema
             .fields()
@@ -263,13 +272,8 @@ impl TableWriter {
             .into_par_iter()
             .map(|c| {
                 let field = &fields[c];
-                encode_chunk(
-                    field,
-                    self.types[c],
-                    self.plans[c].as_ref(),
-                    batch.column(c),
-                )
-                .map_err(|e| e.at_column(field.name()).at_chunk(chunk).in_file(&path))
+                encode_chunk(field, self.types[c], &self.plans[c], batch.column(c))
+                    .map_err(|e| e.at_column(field.name()).at_chunk(chunk).in_file(&path))
             })
             .collect::<Result<_>>()?;
         let mut chunks = Vec::with_capacity(encoded.len());
@@ -326,10 +330,21 @@ fn serialise(node: &EncodedNode) -> Result<(Vec<u8>, String)> {
 
 /// Converts and encodes one chunk of one column; returns it with its plain size and the time
 /// it took.
+/// How a column's plan is found.
+#[derive(Debug, Clone)]
+enum Choice {
+    /// Given by the user.
+    Forced(Plan),
+    /// Chosen among the text candidates.
+    Text,
+    /// Chosen among the candidates for the column's type.
+    Auto,
+}
+
 fn encode_chunk(
     field: &Field,
     ty: ColumnType,
-    plan: Option<&Plan>,
+    plan: &Choice,
     array: &ArrayRef,
 ) -> Result<(EncodedChunk, u64, Duration)> {
     let start = Instant::now();
@@ -337,8 +352,16 @@ fn encode_chunk(
     debug_assert_eq!(got, ty);
     let stats = ChunkStats::compute(&values, validity.as_deref());
     let node = match plan {
-        Some(p) => zipflow_encodings::encode(p, &values)?,
-        None => zipflow_select::choose_and_encode(&values)?.1,
+        Choice::Forced(p) => zipflow_encodings::encode(p, &values)?,
+        Choice::Text => {
+            zipflow_select::choose_among_and_encode(
+                &values,
+                &zipflow_select::text_candidates(),
+                true,
+            )?
+            .1
+        }
+        Choice::Auto => zipflow_select::choose_and_encode(&values)?.1,
     };
     let (values_bytes, plan) = serialise(&node)?;
     let (validity, validity_plan) = match &validity {

@@ -136,6 +136,7 @@ fn forced_plans_are_used() {
         chunk_rows: 1000,
         plans,
         overwrite: false,
+        ..WriteOptions::default()
     };
     let summary = write(&path, &batch, 3000, options);
     let file = ZfFile::open(&path).unwrap();
@@ -186,6 +187,7 @@ fn forced_plan_that_does_not_fit_names_column_and_chunk() {
         chunk_rows: 1000,
         plans: HashMap::from([("wide".to_string(), Plan::new("constant"))]),
         overwrite: false,
+        ..WriteOptions::default()
     };
     // Unknown column: the error lists the columns.
     let e = TableWriter::create(&path, batch.schema(), options.clone()).unwrap_err();

@@ -29,6 +29,37 @@ const INT_CANDIDATES: &[&str] = &[
     "delta | rle(values: for | bitpack, runs: for | bitpack)",
 ];
 
+/// Byte-string candidates: as they are, a dictionary of whole strings, or the bytes of all
+/// strings compressed as one text.
+const STRING_CANDIDATES: &[&str] = &[
+    "plain",
+    "strdict",
+    "strdict(dict: plain(bytes: fsst))",
+    "plain(bytes: fsst)",
+    "plain(bytes: fsst(codes: ans))",
+    "plain(bytes: words)",
+    "plain(bytes: words(dict: plain(bytes: fsst)))",
+];
+
+/// Text candidates: plans for a u8 stream that holds text (or any bytes).
+const TEXT_CANDIDATES: &[&str] = &[
+    "plain",
+    "ans",
+    "chartable",
+    "fsst",
+    "fsst(codes: ans)",
+    "words",
+    "words(dict: plain(bytes: fsst))",
+];
+
+/// The candidate plans for a u8 stream of text, the default for `zipflow compress --text`.
+pub fn text_candidates() -> Vec<Plan> {
+    TEXT_CANDIDATES
+        .iter()
+        .filter_map(|t| t.parse().ok())
+        .collect()
+}
+
 /// The candidate plans for a stream of `ptype`.
 pub fn candidates(ptype: PType) -> Vec<Plan> {
     let texts: Vec<String> = match ptype {
@@ -41,7 +72,7 @@ pub fn candidates(ptype: PType) -> Vec<Plan> {
             )
             .chain(std::iter::once("plain".to_string()))
             .collect(),
-        PType::Bytes => vec!["plain".to_string()],
+        PType::Bytes => STRING_CANDIDATES.iter().map(|c| c.to_string()).collect(),
         _ => INT_CANDIDATES
             .iter()
             .map(|c| c.to_string())
@@ -51,25 +82,39 @@ pub fn candidates(ptype: PType) -> Vec<Plan> {
     texts.iter().filter_map(|t| t.parse().ok()).collect()
 }
 
-/// Vectors (of 1024 values) in a sample.
-const SAMPLE_VECTORS: usize = 8;
+/// Runs in a sample.
+const SAMPLE_RUNS: usize = 8;
 
 /// A deterministic stratified sample: up to eight runs of 1024 consecutive values,
 /// evenly spread, so runs and local order survive sampling. Small streams are used whole.
 pub fn sample(values: &Values) -> Values {
+    sample_runs(values, zipflow_core::VECTOR_LEN)
+}
+
+/// Like [`sample`] with runs of `run` values. Byte strings and text use longer runs: their
+/// dictionaries only pay off over many values.
+pub fn sample_runs(values: &Values, run: usize) -> Values {
     let n = values.len();
-    let run = zipflow_core::VECTOR_LEN;
-    if n <= run * SAMPLE_VECTORS * 2 {
+    if n <= run * SAMPLE_RUNS * 2 {
         return values.clone();
     }
-    let stride = n / SAMPLE_VECTORS;
-    let parts: Vec<Values> = (0..SAMPLE_VECTORS)
+    let stride = n / SAMPLE_RUNS;
+    let parts: Vec<Values> = (0..SAMPLE_RUNS)
         .map(|k| {
             let start = k * stride;
             values.slice(start, (start + run).min(n))
         })
         .collect();
     concat(&parts)
+}
+
+/// The run length sampled for `values` when choosing among plans for it.
+fn run_for(values: &Values, text: bool) -> usize {
+    match values.ptype() {
+        PType::Bytes => 4 * zipflow_core::VECTOR_LEN,
+        _ if text => 128 * zipflow_core::VECTOR_LEN,
+        _ => zipflow_core::VECTOR_LEN,
+    }
 }
 
 fn concat(parts: &[Values]) -> Values {
@@ -101,10 +146,16 @@ fn concat(parts: &[Values]) -> Values {
 
 /// Candidates ranked by estimated size on a sample of `values`, smallest first.
 pub fn rank(values: &Values) -> Vec<(Plan, usize)> {
-    let s = sample(values);
-    let mut ranked: Vec<(Plan, usize)> = candidates(values.ptype())
-        .into_iter()
-        .filter_map(|p| estimate(&p, &s).ok().map(|size| (p, size)))
+    rank_among(values, &candidates(values.ptype()), false)
+}
+
+/// `plans` ranked by estimated size on a sample of `values` (longer runs if it is `text`),
+/// smallest first. Plans that cannot encode the sample are left out.
+pub fn rank_among(values: &Values, plans: &[Plan], text: bool) -> Vec<(Plan, usize)> {
+    let s = sample_runs(values, run_for(values, text));
+    let mut ranked: Vec<(Plan, usize)> = plans
+        .iter()
+        .filter_map(|p| estimate(p, &s).ok().map(|size| (p.clone(), size)))
         .collect();
     // Stable: ties keep candidate order.
     ranked.sort_by_key(|(_, size)| *size);
@@ -113,8 +164,22 @@ pub fn rank(values: &Values) -> Vec<(Plan, usize)> {
 
 /// Chooses a plan for `values` and encodes them with it.
 pub fn choose_and_encode(values: &Values) -> Result<(Plan, EncodedNode)> {
+    encode_best(values, rank(values))
+}
+
+/// Chooses among `plans` for `values` (sampled as text if `text`) and encodes them with the
+/// winner.
+pub fn choose_among_and_encode(
+    values: &Values,
+    plans: &[Plan],
+    text: bool,
+) -> Result<(Plan, EncodedNode)> {
+    encode_best(values, rank_among(values, plans, text))
+}
+
+fn encode_best(values: &Values, ranked: Vec<(Plan, usize)>) -> Result<(Plan, EncodedNode)> {
     let mut last_err = None;
-    for (plan, _) in rank(values) {
+    for (plan, _) in ranked {
         match encode(&plan, values) {
             Ok(node) => return Ok((plan, node)),
             Err(e) => last_err = Some(e),

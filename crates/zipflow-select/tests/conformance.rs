@@ -31,6 +31,32 @@ const EXTRA_INT_PLANS: &[&str] = &[
     "for | patch(0) | bitpack",
     "bitpack(7)",
     "constant",
+    "ans",
+    "zigzag | ans",
+    "dict(codes: ans, values: for | ans)",
+];
+
+/// Text plans, run on every u8 stream (any bytes are valid text).
+const EXTRA_TEXT_PLANS: &[&str] = &[
+    "chardict16",
+    "chartable(1)",
+    "chartable(3)",
+    "fsst(codes: ans)",
+    "fsst(codes: chardict16)",
+    "words(codes: bitpack)",
+    "words(codes: ans, dict: strdict(codes: ans, dict: plain(bytes: fsst)))",
+    "words(codes: for | bitpack, dict: plain(lengths: ans, bytes: chartable))",
+];
+
+/// String plans beyond the selector's candidates.
+const EXTRA_STRING_PLANS: &[&str] = &[
+    "plain(lengths: plain, bytes: plain)",
+    "plain(bytes: chardict16)",
+    "plain(lengths: ans, bytes: chartable)",
+    "plain(bytes: ans)",
+    "strdict(codes: ans, dict: plain(bytes: fsst(codes: ans)))",
+    "strdict(codes: rle(values: bitpack, runs: bitpack), dict: strdict)",
+    "plain(bytes: words(codes: bitpack, dict: plain(bytes: fsst)))",
 ];
 
 const EXTRA_FLOAT_PLANS: &[&str] = &[
@@ -43,14 +69,19 @@ const EXTRA_FLOAT_PLANS: &[&str] = &[
 ];
 
 fn plans_for(ptype: PType) -> Vec<Plan> {
-    let extra: &[&str] = if ptype.is_float() {
-        EXTRA_FLOAT_PLANS
+    let extra: Vec<&str> = if ptype.is_float() {
+        EXTRA_FLOAT_PLANS.to_vec()
+    } else if ptype == PType::U8 {
+        [EXTRA_INT_PLANS, EXTRA_TEXT_PLANS].concat()
     } else if ptype.is_int() {
-        EXTRA_INT_PLANS
+        EXTRA_INT_PLANS.to_vec()
     } else {
-        &["plain"]
+        EXTRA_STRING_PLANS.to_vec()
     };
     let mut plans = candidates(ptype);
+    if ptype == PType::U8 {
+        plans.extend(zipflow_select::text_candidates());
+    }
     for t in extra {
         match t.parse::<Plan>() {
             Ok(p) => plans.push(p),
@@ -276,6 +307,85 @@ fn bytes_round_trip() -> Result<(), TestCaseError> {
     check_all(&Values::empty(PType::Bytes))
 }
 
+fn strings(items: impl IntoIterator<Item = Vec<u8>>) -> Values {
+    use zipflow_core::values::ByteStrings;
+    let mut b = ByteStrings {
+        offsets: vec![0],
+        data: Vec::new(),
+    };
+    for s in items {
+        b.data.extend_from_slice(&s);
+        b.offsets.push(b.data.len() as u64);
+    }
+    Values::Bytes(b)
+}
+
+/// Text-like bytes: words from a small vocabulary, spaces, punctuation, some UTF-8 and raw
+/// bytes, so dictionary and symbol-table plans have something to find.
+fn text_bytes(n: usize, seed: u64) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "the",
+        "of",
+        "and",
+        "furiously",
+        "regular",
+        "deposits",
+        "sleep",
+        "quickly",
+        "żółw",
+        "über",
+        "ideas",
+        "a",
+        "packages",
+        "<tag>",
+        "</tag>",
+        "0.25",
+        "1998-09-02",
+    ];
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(n + 16);
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        match x % 23 {
+            0 => out.extend_from_slice(b", "),
+            1 => out.push(b'\n'),
+            2 => out.push((x >> 32) as u8),
+            _ => {
+                out.extend_from_slice(WORDS[(x >> 8) as usize % WORDS.len()].as_bytes());
+                out.push(b' ');
+            }
+        }
+    }
+    out.truncate(n);
+    out
+}
+
+#[test]
+fn text_round_trips() -> Result<(), TestCaseError> {
+    for n in [0, 1, 31, 32, 33, 1023, 1024, 1025, 4095, 4097, 20_000] {
+        check_all(&Values::Int(IntVec::U8(text_bytes(n, n as u64 + 1))))?;
+    }
+    check_all(&Values::Int(IntVec::U8(
+        (0..=255u8).cycle().take(3000).collect(),
+    )))
+}
+
+#[test]
+fn string_columns_round_trip() -> Result<(), TestCaseError> {
+    let text = text_bytes(40_000, 5);
+    // Comment-like strings cut from the text, low-cardinality flags, and empty strings.
+    let comments = (0..1500).map(|i| {
+        let start = (i * 7919) % 39_000;
+        text[start..start + (i % 44)].to_vec()
+    });
+    check_all(&strings(comments))?;
+    let flags = (0..3000).map(|i| [b"A".to_vec(), b"N".to_vec(), b"R".to_vec()][i % 3].clone());
+    check_all(&strings(flags))?;
+    check_all(&strings((0..1025).map(|_| Vec::new())))
+}
+
 /// Random data shaped like real columns: small ranges, runs, sorted keys, outliers, wide.
 fn int_data() -> impl Strategy<Value = Vec<i64>> {
     let len = prop_oneof![0usize..40, 1000usize..1100, 2000usize..4200];
@@ -333,6 +443,21 @@ proptest! {
     fn random_float_bits(bits in prop::collection::vec(any::<u64>(), 0..1100)) {
         check_all(&Values::F64(bits.iter().map(|&b| f64::from_bits(b)).collect()))?;
         check_all(&Values::F32(bits.iter().map(|&b| f32::from_bits(b as u32)).collect()))?;
+    }
+
+    #[test]
+    fn random_text(n in 0usize..6000, seed in any::<u64>()) {
+        check_all(&Values::Int(IntVec::U8(text_bytes(n, seed))))?;
+    }
+
+    #[test]
+    fn random_strings(lens in prop::collection::vec(0usize..60, 0..1500), seed in any::<u64>()) {
+        let text = text_bytes(lens.iter().sum::<usize>() + 1, seed);
+        let mut pos = 0;
+        check_all(&strings(lens.iter().map(|&l| {
+            pos += l;
+            text[pos - l..pos].to_vec()
+        })))?;
     }
 
     #[test]

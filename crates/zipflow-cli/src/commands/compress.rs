@@ -3,20 +3,27 @@
 use crate::Output;
 use crate::io::{self, TableFormat};
 use crate::report::{Table, bytes, ratio};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use std::time::Instant;
+use zipflow_core::Plan;
 use zipflow_format::table::{TableWriter, WriteOptions};
+use zipflow_format::text::{self, TextOptions};
 
 /// Arguments of `zipflow compress`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Input table: .parquet, .csv or .arrow (Arrow IPC file or stream).
+    /// Input table: .parquet, .csv or .arrow (Arrow IPC file or stream); with --text, any file.
     pub input: PathBuf,
+    /// Compress the input's bytes as they are (any file: text, logs, binary) with the text
+    /// plans, in chunks of 16 MiB. `zipflow decompress` gives back the exact bytes.
+    #[arg(long)]
+    pub text: bool,
     #[command(flatten)]
     pub out: Output,
     /// Force the plan of a column, e.g. --plan 'l_orderkey=delta | for | bitpack'.
-    /// Repeatable. Plan grammar: docs/plans.md; `zipflow inspect` shows the plans chosen.
+    /// Repeatable. With --text, just the plan, e.g. --plan 'words(codes: ans)'.
+    /// Plan grammar: docs/plans.md; `zipflow inspect` shows the plans chosen.
     #[arg(long = "plan", value_name = "COLUMN=PLAN")]
     pub plans: Vec<String>,
     /// Rows per chunk: the unit of random access, zone maps and plan choice.
@@ -35,6 +42,9 @@ pub struct Args {
 
 /// Runs `zipflow compress`.
 pub fn run(a: Args) -> Result<()> {
+    if a.text {
+        return run_text(a);
+    }
     let format = match a.format {
         Some(f) => f,
         None => TableFormat::from_path(&a.input)?,
@@ -51,6 +61,7 @@ pub fn run(a: Args) -> Result<()> {
         chunk_rows: a.chunk_rows as usize,
         plans,
         overwrite: a.out.force,
+        ..WriteOptions::default()
     };
     let start = Instant::now();
     let mut writer = TableWriter::create(&a.out.output, schema, opts)?;
@@ -91,6 +102,57 @@ pub fn run(a: Args) -> Result<()> {
         bytes(summary.bytes),
         bytes(plain),
         ratio(plain, packed),
+    );
+    Ok(())
+}
+
+/// `zipflow compress --text`.
+fn run_text(a: Args) -> Result<()> {
+    let plan = match a.plans.as_slice() {
+        [] => None,
+        [p] => {
+            // Accept `PLAN` and `text=PLAN`.
+            let text = p
+                .split_once('=')
+                .filter(|(c, _)| c.trim() == text::TEXT_COLUMN)
+                .map_or(p.as_str(), |(_, t)| t);
+            Some(text.parse::<Plan>().context("--plan")?)
+        }
+        _ => bail!("--text takes one --plan (the plan of the whole file)"),
+    };
+    if a.format.is_some() {
+        bail!("--format does not apply with --text: the input is read as bytes");
+    }
+    io::check_output_dir(&a.out.output)?;
+    let file = std::fs::File::open(&a.input)
+        .with_context(|| format!("{}: cannot open", a.input.display()))?;
+    let in_size = file.metadata().map(|m| m.len()).ok();
+    let opts = TextOptions {
+        plan,
+        overwrite: a.out.force,
+        ..TextOptions::default()
+    };
+    let start = Instant::now();
+    let bar = super::progress_bytes(in_size, "compressing", a.quiet);
+    let summary = text::compress(std::io::BufReader::new(file), &a.out.output, &opts, |n| {
+        bar.set_position(n)
+    })
+    .with_context(|| format!("{}", a.input.display()))?;
+    bar.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    let Some(c) = summary.columns.first() else {
+        bail!("internal: a text table without its column");
+    };
+    println!(
+        "{} ({}) -> {} ({}), ratio {} (size {:.3} of the input), plan {}, {:.0} MB/s",
+        a.input.display(),
+        bytes(c.plain_bytes),
+        a.out.output.display(),
+        bytes(summary.bytes),
+        ratio(c.plain_bytes, c.compressed_bytes),
+        c.compressed_bytes as f64 / c.plain_bytes.max(1) as f64,
+        c.plan_summary(),
+        c.plain_bytes as f64 / secs / 1e6,
     );
     Ok(())
 }

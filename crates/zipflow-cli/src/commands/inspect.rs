@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use zipflow_core::ColumnType;
 use zipflow_core::stats::Scalar;
+use zipflow_encodings::NodeView;
 use zipflow_format::ZfFile;
 
 /// Arguments of `zipflow inspect`.
@@ -64,9 +65,93 @@ fn civil_date(days: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
+/// Bytes of a node's metadata and buffers, children included.
+fn payload(node: &NodeView<'_>) -> u64 {
+    (node.meta.len() + node.buffers.iter().map(|b| b.len()).sum::<usize>()) as u64
+        + node.children.iter().map(payload).sum::<u64>()
+}
+
+/// One line per node of the tree: slot, primitive, values, bytes; and for `chartable` nodes,
+/// each table's characters and use.
+fn tree_lines(node: &NodeView<'_>, slot: &str, depth: usize, out: &mut Vec<String>) {
+    let name = zipflow_encodings::by_id(node.id).map_or("?", |e| e.name());
+    let label = if slot.is_empty() {
+        name.to_string()
+    } else {
+        format!("{slot}: {name}")
+    };
+    out.push(format!(
+        "{:indent$}{label}  {} {} values, {}",
+        "",
+        node.len,
+        node.ptype,
+        bytes(payload(node)),
+        indent = 2 * depth + 2
+    ));
+    if node.id == zipflow_encodings::chartable::ID
+        && let Ok(tables) = zipflow_encodings::chartable::table_usage(node)
+    {
+        for (i, t) in tables.iter().enumerate() {
+            out.push(format!(
+                "{:indent$}table {i}: {} blocks, {} bytes, chars {:?}",
+                "",
+                t.blocks,
+                t.bytes,
+                String::from_utf8_lossy(&t.chars),
+                indent = 2 * depth + 6
+            ));
+        }
+    }
+    let slots = zipflow_encodings::by_id(node.id).map_or(&[][..], |e| e.slots());
+    for (i, child) in node.children.iter().enumerate() {
+        let slot = slots
+            .get(i)
+            .map_or("?", |s| if s.name.is_empty() { "|" } else { s.name });
+        tree_lines(child, slot, depth + 1, out);
+    }
+}
+
+/// `inspect` of a file compressed with `--text`: bytes, ratio, and each chunk's tree.
+fn run_text(a: &Args, zf: &ZfFile) -> Result<()> {
+    let file_size = std::fs::metadata(&a.input).map(|m| m.len()).unwrap_or(0);
+    let plain = zf.num_rows();
+    println!(
+        "{}: a file's bytes (compressed with --text): {} in {} chunk{}; {} on disk, ratio {} \
+         (size {:.3} of the original)",
+        a.input.display(),
+        bytes(plain),
+        zf.num_chunks(),
+        if zf.num_chunks() == 1 { "" } else { "s" },
+        bytes(file_size),
+        ratio(plain, file_size),
+        file_size as f64 / plain.max(1) as f64,
+    );
+    for i in 0..zf.num_chunks() {
+        let (payload_bytes, m) = zf.chunk_payload(0, i)?;
+        println!(
+            "chunk {i}: {} -> {}, ratio {}, plan {}",
+            bytes(m.plain_bytes),
+            bytes(m.compressed_bytes()),
+            ratio(m.plain_bytes, m.compressed_bytes()),
+            m.plan
+        );
+        let values = &payload_bytes[..(m.values_len as usize).min(payload_bytes.len())];
+        let node = NodeView::parse(values).map_err(|e| e.at_chunk(i as u32).in_file(&a.input))?;
+        let mut lines = Vec::new();
+        tree_lines(&node, "", 0, &mut lines);
+        for l in lines {
+            println!("{l}");
+        }
+    }
+    Ok(())
+}
+
 /// Runs `zipflow inspect`.
 pub fn run(a: Args) -> Result<()> {
     let zf = ZfFile::open(&a.input)?;
+    if zipflow_format::text::is_text(&zf) {
+        return run_text(&a, &zf);
+    }
     let file_size = std::fs::metadata(&a.input).map(|m| m.len()).unwrap_or(0);
     println!(
         "{}: {} rows, {} columns, {} row groups of up to {} rows, {}",

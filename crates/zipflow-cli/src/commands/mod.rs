@@ -1,8 +1,12 @@
 //! One module per subcommand.
 
+pub mod bench_text;
+pub mod bench;
 pub mod compress;
 pub mod decompress;
+pub mod gpu;
 pub mod inspect;
+pub mod sql;
 pub mod tpch;
 
 use anyhow::{Context, Result, bail};
@@ -27,6 +31,29 @@ pub fn parse_plans(args: &[String]) -> Result<HashMap<String, Plan>> {
         }
     }
     Ok(plans)
+}
+
+/// A progress bar counting bytes on stderr, hidden when `quiet` or when stderr is not a
+/// terminal.
+pub fn progress_bytes(total: Option<u64>, what: &str, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = match total {
+        Some(n) => ProgressBar::new(n).with_style(
+            ProgressStyle::with_template(
+                "{msg:12} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {msg:12} {bytes} ({bytes_per_sec})")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    };
+    bar.set_message(what.to_string());
+    bar
 }
 
 /// A progress bar on stderr, hidden when `quiet` or when stderr is not a terminal.

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""TPC-H Q1 and Q6 in DuckDB, the reference for `zipflow bench tpch`.
+
+Generates lineitem with DuckDB's tpch extension (the same data as tpchgen-rs), then times
+Q1 and Q6 on DuckDB's native table and on a Parquet copy, at each thread count, and prints
+the median of several runs plus the query results (to compare with `zipflow sql`).
+
+Setup (PyPI): pip install duckdb==1.4.4 duckdb-ext-tpch==1.4.4.20260205
+Usage:        python3 bench/duckdb/tpch.py --sf 1 --threads 1,2 --runs 7
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import duckdb
+
+Q1 = """
+SELECT l_returnflag, l_linestatus,
+       sum(l_quantity) AS sum_qty,
+       sum(l_extendedprice) AS sum_base_price,
+       sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price,
+       sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge,
+       avg(l_quantity) AS avg_qty,
+       avg(l_extendedprice) AS avg_price,
+       avg(l_discount) AS avg_disc,
+       count(*) AS count_order
+FROM {table}
+WHERE l_shipdate <= DATE '1998-12-01' - INTERVAL '90' DAY
+GROUP BY l_returnflag, l_linestatus
+ORDER BY l_returnflag, l_linestatus
+"""
+
+Q6 = """
+SELECT sum(l_extendedprice * l_discount) AS revenue
+FROM {table}
+WHERE l_shipdate >= DATE '1994-01-01'
+  AND l_shipdate < DATE '1994-01-01' + INTERVAL '1' YEAR
+  AND l_discount BETWEEN 0.06 - 0.01 AND 0.06 + 0.01
+  AND l_quantity < 24
+"""
+
+
+def extension_dir():
+    """Where the duckdb-ext-tpch wheel put the extension (no download needed)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("duckdb_ext")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("the tpch extension is missing: pip install duckdb-ext-tpch==1.4.4.20260205")
+    return os.path.join(list(spec.submodule_search_locations)[0], "extensions")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sf", type=float, default=1.0)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--parquet", help="lineitem Parquet file to query (default: exported from DuckDB)")
+    ap.add_argument("--no-parquet", action="store_true", help="only the native table")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+
+    con = duckdb.connect()
+    con.execute("SET autoinstall_known_extensions=false")
+    con.execute(f"SET extension_directory='{extension_dir()}'")
+    con.execute("LOAD tpch")
+    start = time.perf_counter()
+    con.execute(f"CALL dbgen(sf={args.sf})")
+    rows = con.execute("SELECT count(*) FROM lineitem").fetchone()[0]
+    print(f"DuckDB {duckdb.__version__}: generated TPC-H SF {args.sf} ({rows} lineitem rows) "
+          f"in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+    tables = [("native", "lineitem")]
+    tmp = None
+    if not args.no_parquet:
+        path = args.parquet
+        if path is None:
+            tmp = tempfile.TemporaryDirectory()
+            path = os.path.join(tmp.name, "lineitem.parquet")
+            con.execute(f"COPY lineitem TO '{path}' (FORMAT parquet)")
+        tables.append(("parquet", f"read_parquet('{path}')"))
+
+    print(f"{'query':<6} {'source':<8} {'threads':>7} {'median ms':>10} {'min ms':>9}")
+    results = {}
+    for qname, text in [("Q1", Q1), ("Q6", Q6)]:
+        for source, table in tables:
+            sql = text.format(table=table)
+            for t in threads:
+                con.execute(f"SET threads={t}")
+                results[qname] = con.execute(sql).fetchall()  # warm-up
+                times = []
+                for _ in range(args.runs):
+                    s = time.perf_counter()
+                    con.execute(sql).fetchall()
+                    times.append((time.perf_counter() - s) * 1e3)
+                print(f"{qname:<6} {source:<8} {t:>7} {statistics.median(times):>10.2f} {min(times):>9.2f}")
+    for qname, rows in results.items():
+        print(f"\n{qname} result:")
+        for r in rows:
+            print("  " + " | ".join(str(v) for v in r))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+//! `zipflow bench tpch`: TPC-H Q1 and Q6 on a lineitem .zf, at several thread counts.
+
+use anyhow::{Context, Result, bail};
+use std::path::PathBuf;
+use std::time::Instant;
+use zipflow_compute::{ScanOptions, Table, sql, tpch};
+use zipflow_format::{TableWriter, WriteOptions};
+
+/// Arguments of `zipflow bench`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The suite to run (only `tpch` exists).
+    pub suite: String,
+    /// TPC-H scale factor of the generated lineitem table.
+    #[arg(long, default_value_t = 1.0)]
+    pub sf: f64,
+    /// Read this lineitem .zf instead of generating one (it is written here when missing).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// Thread counts to measure, comma separated.
+    #[arg(long, default_value = "1,2", value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// Force a plan for a column of the generated file, e.g.
+    /// --plan 'l_returnflag=strdict(codes: bitpack)' (repeatable).
+    #[arg(long = "plan")]
+    pub plans: Vec<String>,
+    /// Timed runs per query and thread count (the median is reported).
+    #[arg(long, default_value_t = 7)]
+    pub runs: usize,
+}
+
+/// Runs the command.
+pub fn run(a: Args) -> Result<()> {
+    if a.suite != "tpch" {
+        bail!("unknown benchmark suite `{}` (available: tpch)", a.suite);
+    }
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let tmp;
+    let path = match &a.file {
+        Some(p) if p.exists() => p.clone(),
+        other => {
+            let p = match other {
+                Some(p) => p.clone(),
+                None => {
+                    tmp = tempfile_dir()?;
+                    tmp.join(format!("lineitem-sf{}.zf", a.sf))
+                }
+            };
+            let start = Instant::now();
+            let batches = super::tpch::generate_lineitem(a.sf);
+            let Some(first) = batches.first() else {
+                bail!("generated no rows at SF {}", a.sf);
+            };
+            let mut w = TableWriter::create(&p, first.schema(), WriteOptions {
+                    overwrite: true,
+                    plans: super::parse_plans(&a.plans)?,
+                    ..Default::default()
+                })?;
+            for b in &batches {
+                w.write(b)?;
+            }
+            let s = w.finish()?;
+            eprintln!(
+                "generated and compressed lineitem SF {} ({} rows, {:.1} MB) in {:.1} s",
+                a.sf,
+                s.rows,
+                s.bytes as f64 / 1e6,
+                start.elapsed().as_secs_f64()
+            );
+            p
+        }
+    };
+    let table = Table::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let name = path.to_string_lossy().into_owned();
+    println!("TPC-H on {} ({} rows), median of {} runs", name, table.file().num_rows(), a.runs);
+    println!("{:<6} {:>8} {:>12} {:>12} {:>14}", "query", "threads", "median ms", "min ms", "rows/s");
+    for (qname, text) in [("Q1", tpch::q1(&name)), ("Q6", tpch::q6(&name))] {
+        let q = sql::plan(&text, &table.schema())?;
+        for &threads in &a.threads {
+            let opts = ScanOptions { threads, reference: false };
+            table.run(&q, &opts)?; // warm-up
+            let mut times = Vec::with_capacity(a.runs);
+            for _ in 0..a.runs {
+                let start = Instant::now();
+                std::hint::black_box(table.run(&q, &opts)?);
+                times.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+            times.sort_by(f64::total_cmp);
+            let median = times[times.len() / 2];
+            println!(
+                "{:<6} {:>8} {:>12.2} {:>12.2} {:>14.3e}",
+                qname,
+                threads,
+                median,
+                times[0],
+                table.file().num_rows() as f64 / (median / 1e3)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("zipflow-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

@@ -1,0 +1,260 @@
+//! `zipflow gpu`: what the GPU is, and how fast it decodes a file's columns; plus the GPU
+//! path of `zipflow decompress --device gpu`.
+
+use anyhow::{Context, Result, bail};
+use arrow::array::ArrayRef;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use std::path::PathBuf;
+use std::time::Instant;
+use zipflow_core::{PType, Values};
+use zipflow_cuda::{ColumnDecoder, Gpu};
+use zipflow_encodings::Scratch;
+use zipflow_format::ZfFile;
+
+/// Arguments of `zipflow gpu`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: GpuCommand,
+}
+
+/// `zipflow gpu` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum GpuCommand {
+    /// Print the GPU's name, compute capability, memory and driver version, or why there is
+    /// no usable GPU (and exit non-zero).
+    Info {
+        /// Device ordinal.
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+    },
+    /// Decode every numeric column of a .zf file on the GPU, check it against the CPU, and
+    /// time the kernels (input already on the device) and upload + decode (pinned memory,
+    /// copies overlapped with kernels). Medians over --reps runs, timed with CUDA events.
+    Bench {
+        /// The .zf file.
+        input: PathBuf,
+        /// Device ordinal.
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+        /// Timed runs per column.
+        #[arg(long, default_value_t = 20)]
+        reps: usize,
+        /// Only these columns (comma-separated names).
+        #[arg(long, value_delimiter = ',')]
+        columns: Vec<String>,
+        /// Skip the comparison with the CPU decoder.
+        #[arg(long)]
+        no_check: bool,
+        /// Decode each column's chunks this many times over, as one longer column (to time
+        /// columns larger than the file's).
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+    },
+}
+
+/// Runs `zipflow gpu`.
+pub fn run(a: Args) -> Result<()> {
+    match a.command {
+        GpuCommand::Info { device } => {
+            let gpu = Gpu::open(device)?;
+            println!("{}", gpu.info());
+            Ok(())
+        }
+        GpuCommand::Bench {
+            input,
+            device,
+            reps,
+            columns,
+            no_check,
+            repeat,
+        } => bench(
+            &input,
+            device,
+            reps.max(1),
+            &columns,
+            !no_check,
+            repeat.max(1),
+        ),
+    }
+}
+
+fn median(mut v: Vec<f32>) -> f64 {
+    v.sort_by(f32::total_cmp);
+    v.get(v.len() / 2).copied().map_or(f64::NAN, f64::from)
+}
+
+fn bench(
+    input: &PathBuf,
+    device: usize,
+    reps: usize,
+    only: &[String],
+    check: bool,
+    repeat: usize,
+) -> Result<()> {
+    let gpu = Gpu::open(device)?;
+    println!("{}", gpu.info());
+    let zf = ZfFile::open(input)?;
+    println!(
+        "{}: {} rows, {} chunks per column, each column decoded {repeat} time(s) over; medians of {reps} runs",
+        input.display(),
+        zf.num_rows(),
+        zf.num_chunks()
+    );
+    println!(
+        "| column | type | plan shapes | decoded MB | ratio | prepare ms | kernels ms | GB/s | upload+decode ms | GB/s |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut scratch = Scratch::default();
+    let (mut total_decoded, mut total_kernel_ms) = (0f64, 0f64);
+    for (c, meta) in zf.columns().iter().enumerate() {
+        if meta.column_type.ptype() == PType::Bytes
+            || (!only.is_empty() && !only.contains(&meta.name))
+        {
+            continue;
+        }
+        let t = Instant::now();
+        let mut d = match ColumnDecoder::for_column_repeated(&gpu, &zf, c, repeat) {
+            Ok(d) => d,
+            Err(e) => {
+                println!(
+                    "| {} | {} | not decoded: {e} |",
+                    meta.name, meta.column_type
+                );
+                continue;
+            }
+        };
+        let prepare_ms = t.elapsed().as_secs_f64() * 1e3;
+        let kernel = median(d.time_resident(reps)?);
+        let e2e = median(d.time_upload_and_decode(reps)?);
+        let decoded = d.decoded_bytes() as f64;
+        let ratio = decoded / d.compressed_bytes().max(1) as f64;
+        let shapes = d.shapes().join(" / ");
+        if check {
+            d.decode_resident()?;
+            d.finish()?;
+            let got = d.into_column().to_host(&gpu)?;
+            let mut at = 0usize;
+            for k in 0..zf.num_chunks() {
+                let (cpu, _) = zf.read_chunk(c, k, &mut scratch)?;
+                let n = cpu.len();
+                if at + n > got.len() || !got.slice(at, at + n).bit_eq(&cpu) {
+                    bail!(
+                        "column `{}` chunk {k}: the GPU decoded different values",
+                        meta.name
+                    );
+                }
+                at += n;
+            }
+        }
+        total_decoded += decoded;
+        total_kernel_ms += kernel;
+        println!(
+            "| {} | {} | {} | {:.1} | {:.2} | {:.1} | {:.4} | {:.0} | {:.3} | {:.0} |",
+            meta.name,
+            meta.column_type,
+            shapes,
+            decoded / 1e6,
+            ratio,
+            prepare_ms,
+            kernel,
+            decoded / kernel / 1e6,
+            e2e,
+            decoded / e2e / 1e6
+        );
+    }
+    if total_kernel_ms > 0.0 {
+        println!(
+            "all numeric columns: {:.1} MB decoded in {:.3} ms of kernels: {:.0} GB/s{}",
+            total_decoded / 1e6,
+            total_kernel_ms,
+            total_decoded / total_kernel_ms / 1e6,
+            if check {
+                " (bit-identical to the CPU)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
+}
+
+/// All row groups of `zf` as record batches, numeric columns decoded on GPU `device` (each
+/// column whole, then cut into row groups), strings and validity on the CPU.
+pub fn read_batches(zf: &ZfFile, device: usize) -> Result<Vec<RecordBatch>> {
+    let gpu = Gpu::open(device)?;
+    let schema = zf.arrow_schema();
+    let chunks = zf.num_chunks();
+    let rows: Vec<usize> = (0..chunks)
+        .map(|i| {
+            let first = i as u64 * zf.chunk_rows();
+            zf.chunk_rows().min(zf.num_rows() - first) as usize
+        })
+        .collect();
+    // Per column: the decoded chunks, or None for columns left to the CPU.
+    let mut decoded: Vec<Option<Vec<Values>>> = Vec::with_capacity(zf.columns().len());
+    for (c, meta) in zf.columns().iter().enumerate() {
+        if meta.column_type.ptype() == PType::Bytes {
+            decoded.push(None);
+            continue;
+        }
+        let values = zipflow_cuda::decode_column_to_host(&gpu, zf, c)
+            .with_context(|| format!("decoding column `{}` on the GPU", meta.name))?;
+        decoded.push(Some(zipflow_cuda::decode::split_chunks(&values, &rows)?));
+    }
+    let mut scratch = Scratch::default();
+    let mut batches = Vec::with_capacity(chunks);
+    for (i, &n) in rows.iter().enumerate() {
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(decoded.len());
+        for (c, col) in decoded.iter_mut().enumerate() {
+            let array = match col {
+                Some(parts) => {
+                    let values = std::mem::replace(&mut parts[i], Values::empty(PType::U8));
+                    let validity = read_validity(zf, c, i)?;
+                    let field = schema.field(c);
+                    zipflow_format::arrow::from_column(
+                        field,
+                        zf.columns()[c].column_type,
+                        values,
+                        validity,
+                    )?
+                }
+                None => zf.read_array(c, i, &mut scratch)?,
+            };
+            arrays.push(array);
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(n));
+        batches.push(RecordBatch::try_new_with_options(
+            schema.clone(),
+            arrays,
+            &options,
+        )?);
+    }
+    Ok(batches)
+}
+
+/// The validity of chunk `chunk` of column `col`, decoded on the CPU (`None` without nulls).
+fn read_validity(zf: &ZfFile, col: usize, chunk: usize) -> Result<Option<Vec<bool>>> {
+    let (payload, meta) = zf.chunk_payload(col, chunk)?;
+    if meta.validity_len == 0 {
+        return Ok(None);
+    }
+    let bytes = payload
+        .get(meta.values_len as usize..)
+        .context("validity tree outside the chunk payload")?;
+    let flags = zipflow_encodings::decode_bytes(bytes)?;
+    let Values::Int(zipflow_core::IntVec::U8(flags)) = flags else {
+        bail!("validity stream of column {col} chunk {chunk} is not u8");
+    };
+    if flags.len() != meta.rows as usize || flags.iter().any(|&f| f > 1) {
+        bail!("corrupt validity stream in column {col} chunk {chunk}");
+    }
+    let nulls = flags.iter().filter(|&&f| f == 0).count() as u64;
+    if nulls != meta.stats.null_count {
+        bail!(
+            "validity stream of column {col} chunk {chunk} has {nulls} nulls, the statistics say {}",
+            meta.stats.null_count
+        );
+    }
+    Ok(Some(flags.iter().map(|&f| f == 1).collect()))
+}

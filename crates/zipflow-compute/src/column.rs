@@ -1,0 +1,580 @@
+//! One column of one chunk, read 1024 values at a time.
+//!
+//! `bitpack` and `for | bitpack` chunks stay packed: a block is unpacked into a stack buffer
+//! when it is asked for, a range predicate is compared in the packed domain (`v >= c` is
+//! `packed >= c - reference`), and a sparse selection gathers single values without unpacking
+//! the block. `dict` chunks decode the (small) dictionary once, evaluate predicates on it and
+//! then map codes through a per-code table. Any other encoding is decoded whole through
+//! [`zipflow_encodings::decode`], so new encodings work without this module knowing them.
+
+use std::borrow::Cow;
+use std::mem::MaybeUninit;
+
+use fastlanes::BitPacking;
+use zipflow_core::values::ByteStrings;
+use zipflow_core::{Error, Int, IntVec, PType, Result, VECTOR_LEN, Values, match_ints};
+use zipflow_encodings::{NodeView, Scratch, bitpack, dict, frame, strdict};
+
+/// Values in one block.
+pub const BLOCK: usize = VECTOR_LEN;
+
+/// Packed words of one of the four unsigned types.
+enum Words<'a> {
+    U8(Cow<'a, [u8]>),
+    U16(Cow<'a, [u16]>),
+    U32(Cow<'a, [u32]>),
+    U64(Cow<'a, [u64]>),
+}
+
+/// A `bitpack` node, optionally under a `for`: value = `reference + packed` in the stream's
+/// type (wrapping, as the decoder does).
+struct PackedCol<'a> {
+    words: Words<'a>,
+    width: usize,
+    /// The reference's bits (0 without `for`).
+    reference: u64,
+    ptype: PType,
+    /// When set, `reference + packed` never wraps, so the logical value is exactly
+    /// `logical(reference) + packed` and range predicates can be compared on `packed`.
+    exact_base: Option<i128>,
+}
+
+fn words_of<'a, U: bytemuck::Pod>(bytes: &'a [u8]) -> Result<Cow<'a, [U]>> {
+    let size = size_of::<U>();
+    if !bytes.len().is_multiple_of(size) {
+        return Err(Error::corrupt("packed buffer is not a whole number of words"));
+    }
+    Ok(match bytemuck::try_cast_slice::<u8, U>(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => {
+            let mut v = vec![U::zeroed(); bytes.len() / size];
+            bytemuck::cast_slice_mut::<U, u8>(&mut v).copy_from_slice(bytes);
+            Cow::Owned(v)
+        }
+    })
+}
+
+/// The logical value of `bits` (the low `ptype` bits) as i128.
+fn logical(bits: u64, ptype: PType) -> i128 {
+    match ptype {
+        PType::I8 => i128::from(bits as u8 as i8),
+        PType::I16 => i128::from(bits as u16 as i16),
+        PType::I32 => i128::from(bits as u32 as i32),
+        PType::I64 => i128::from(bits as i64),
+        PType::U8 => i128::from(bits as u8),
+        PType::U16 => i128::from(bits as u16),
+        PType::U32 => i128::from(bits as u32),
+        _ => i128::from(bits),
+    }
+}
+
+fn type_range(ptype: PType) -> (i128, i128) {
+    match ptype {
+        PType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        PType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        PType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        PType::I64 => (i64::MIN.into(), i64::MAX.into()),
+        PType::U8 => (0, u8::MAX.into()),
+        PType::U16 => (0, u16::MAX.into()),
+        PType::U32 => (0, u32::MAX.into()),
+        _ => (0, u64::MAX.into()),
+    }
+}
+
+impl<'a> PackedCol<'a> {
+    fn new(node: &NodeView<'a>, reference: u64, ptype: PType) -> Result<Self> {
+        node.expect_shape("bitpack", 1, 0)?;
+        let mut meta = node.meta_reader();
+        let width = usize::from(meta.u8("bit width")?);
+        meta.finish("bitpack")?;
+        let bits = ptype.byte_width() * 8;
+        if width > bits {
+            return Err(Error::corrupt(format!("bit width {width} exceeds {bits}")));
+        }
+        let buf = node.buffer(0, "packed")?;
+        let words = match ptype.byte_width() {
+            1 => Words::U8(words_of(buf)?),
+            2 => Words::U16(words_of(buf)?),
+            4 => Words::U32(words_of(buf)?),
+            _ => Words::U64(words_of(buf)?),
+        };
+        let n = match &words {
+            Words::U8(w) => w.len(),
+            Words::U16(w) => w.len(),
+            Words::U32(w) => w.len(),
+            Words::U64(w) => w.len(),
+        };
+        let expected = bitpack::vectors(node.len) * BLOCK * width / bits;
+        if n != expected {
+            return Err(Error::corrupt(format!(
+                "packed buffer has {n} words, {} values at {width} bits need {expected}",
+                node.len
+            )));
+        }
+        let base = logical(reference, ptype);
+        let top = if width == 0 {
+            0
+        } else {
+            (1i128 << width) - 1
+        };
+        let (lo, hi) = type_range(ptype);
+        let exact_base = (base >= lo && base + top <= hi).then_some(base);
+        Ok(PackedCol {
+            words,
+            width,
+            reference,
+            ptype,
+            exact_base,
+        })
+    }
+}
+
+macro_rules! with_words {
+    ($words:expr, $U:ident, $w:ident => $body:expr) => {
+        match $words {
+            Words::U8($w) => {
+                type $U = u8;
+                $body
+            }
+            Words::U16($w) => {
+                type $U = u16;
+                $body
+            }
+            Words::U32($w) => {
+                type $U = u32;
+                $body
+            }
+            Words::U64($w) => {
+                type $U = u64;
+                $body
+            }
+        }
+    };
+}
+
+/// Converts unsigned bits (plus `reference`, wrapping) of `ptype` to i64.
+#[inline]
+fn widen<U: Int>(src: &[U], reference: U, ptype: PType, out: &mut [i64]) {
+    macro_rules! go {
+        ($t:ty) => {
+            for (o, &x) in out.iter_mut().zip(src) {
+                *o = x.wrapping_add(reference).to_u64() as $t as i64;
+            }
+        };
+    }
+    match ptype {
+        PType::I8 => go!(i8),
+        PType::I16 => go!(i16),
+        PType::I32 => go!(i32),
+        PType::U8 => go!(u8),
+        PType::U16 => go!(u16),
+        PType::U32 => go!(u32),
+        _ => go!(i64),
+    }
+}
+
+impl PackedCol<'_> {
+    /// Unpacks block `b` (values `1024b..`) into `out[..n]`.
+    fn load(&self, b: usize, n: usize, out: &mut [i64]) {
+        with_words!(&self.words, U, w => {
+            let r = U::from_u64_wrapping(self.reference);
+            let mut tmp = [0 as U; BLOCK];
+            if self.width > 0 {
+                let per = BLOCK * self.width / U::BITS as usize;
+                let src = &w[b * per..(b + 1) * per];
+                // SAFETY: `new` checked `width <= U::BITS` and the word count, so block `b`
+                // (below the node's vector count, which callers guarantee) has `per` words.
+                unsafe { U::unchecked_unpack(self.width, src, &mut tmp) };
+            }
+            widen(&tmp[..n], r, self.ptype, &mut out[..n]);
+        })
+    }
+
+    /// Values at positions `idx` (within block `b`) into `out[..idx.len()]`.
+    fn gather(&self, b: usize, idx: &[usize], out: &mut [i64]) {
+        with_words!(&self.words, U, w => {
+            let r = U::from_u64_wrapping(self.reference);
+            let mut tmp = [MaybeUninit::<U>::uninit(); BLOCK];
+            let k = idx.len();
+            if self.width == 0 {
+                for o in &mut out[..k] {
+                    *o = 0;
+                }
+                widen(&vec![0 as U; k], r, self.ptype, &mut out[..k]);
+                return;
+            }
+            let per = BLOCK * self.width / U::BITS as usize;
+            let src = &w[b * per..(b + 1) * per];
+            // SAFETY: as in `load`; every index is below 1024 (positions within a block).
+            unsafe { U::unchecked_unpack_indices(self.width, src, idx, &mut tmp[..k]) };
+            let mut vals = [0 as U; BLOCK];
+            for (v, t) in vals.iter_mut().zip(&tmp[..k]) {
+                // SAFETY: `unchecked_unpack_indices` wrote the first `k` outputs.
+                *v = unsafe { t.assume_init() };
+            }
+            widen(&vals[..k], r, self.ptype, &mut out[..k]);
+        })
+    }
+
+    /// ANDs `lo <= v <= hi` into `mask[..n]`; false when the packed domain cannot be used.
+    fn filter_range(&self, b: usize, n: usize, lo: i64, hi: i64, mask: &mut [u8]) -> bool {
+        let Some(base) = self.exact_base else {
+            return false;
+        };
+        let top = if self.width == 0 { 0 } else { (1i128 << self.width) - 1 };
+        let plo = (i128::from(lo) - base).max(0);
+        let phi = (i128::from(hi) - base).min(top);
+        if plo > phi {
+            mask[..n].fill(0);
+            return true;
+        }
+        with_words!(&self.words, U, w => {
+            let mut tmp = [0 as U; BLOCK];
+            if self.width > 0 {
+                let per = BLOCK * self.width / U::BITS as usize;
+                let src = &w[b * per..(b + 1) * per];
+                // SAFETY: as in `load`.
+                unsafe { U::unchecked_unpack(self.width, src, &mut tmp) };
+            }
+            // plo..=phi lie within 0..2^width, so they fit U.
+            let l = plo as u64 as U;
+            let span = (phi - plo) as u64 as U;
+            for (m, &x) in mask[..n].iter_mut().zip(&tmp[..n]) {
+                *m &= u8::from(x.wrapping_sub(l) <= span);
+            }
+        });
+        true
+    }
+}
+
+/// A decoded dictionary.
+enum DictValues {
+    Ints(Vec<i64>),
+    Floats(Vec<f64>),
+}
+
+/// How one column of one chunk is read.
+enum Source<'a> {
+    Packed(PackedCol<'a>),
+    Dict {
+        codes: PackedCol<'a>,
+        values: DictValues,
+    },
+    Ints(Vec<i64>),
+    Floats(Vec<f64>),
+    Strings(ByteStrings),
+    /// A string dictionary: codes (checked against the dictionary by their users) and the
+    /// distinct strings.
+    StrDict {
+        codes: Vec<u32>,
+        dict: ByteStrings,
+    },
+}
+
+/// The strings of a chunk: decoded, or as dictionary codes.
+pub enum StrView<'s> {
+    /// Every value.
+    Plain(&'s ByteStrings),
+    /// Codes into a dictionary of distinct strings.
+    Dict(&'s [u32], &'s ByteStrings),
+}
+
+/// Values of one block of a column: integral (scaled i64) or float.
+#[derive(Debug)]
+pub enum Block {
+    /// Integers, decimals, dates, booleans.
+    Ints(Vec<i64>),
+    /// Floats.
+    Floats(Vec<f64>),
+}
+
+/// One column of one chunk.
+pub struct ChunkColumn<'a> {
+    source: Source<'a>,
+    len: usize,
+}
+
+/// Converts decoded integers to i64, rejecting u64 values past `i64::MAX`.
+pub fn ints_to_i64(v: &IntVec) -> Result<Vec<i64>> {
+    match v {
+        IntVec::U64(x) => x
+            .iter()
+            .map(|&u| i64::try_from(u).map_err(|_| Error::unsupported("u64 values above i64::MAX in a query")))
+            .collect(),
+        _ => Ok(match_ints!(v, T, x => x.iter().map(|e| e.to_i128() as i64).collect())),
+    }
+}
+
+impl<'a> ChunkColumn<'a> {
+    /// Prepares a chunk's values tree (`node`, already checked to hold `len` values of the
+    /// column's type) for block reads. `packed_ok` allows the packed and dictionary fast paths.
+    pub fn new(node: &NodeView<'a>, scratch: &mut Scratch) -> Result<ChunkColumn<'a>> {
+        let len = node.len;
+        let ptype = node.ptype;
+        let source = if ptype.is_int() && node.id == bitpack::ID {
+            Source::Packed(PackedCol::new(node, 0, ptype)?)
+        } else if ptype.is_int()
+            && node.id == frame::ID
+            && node.children.len() == 1
+            && node.children[0].id == bitpack::ID
+            && node.children[0].len == len
+            && node.children[0].ptype == bitpack::unsigned_of(ptype)
+        {
+            node.expect_shape("for", 0, 1)?;
+            let mut meta = node.meta_reader();
+            let reference = meta.u64("reference")?;
+            meta.finish("for")?;
+            Source::Packed(PackedCol::new(&node.children[0], reference, ptype)?)
+        } else if node.id == dict::ID
+            && node.children.len() == 2
+            && node.children[0].id == bitpack::ID
+            && node.children[0].len == len
+            && matches!(node.children[0].ptype, PType::U8 | PType::U16 | PType::U32)
+            && node.children[1].ptype == ptype
+            && ptype != PType::Bytes
+        {
+            node.expect_shape("dict", 0, 2)?;
+            let codes = PackedCol::new(&node.children[0], 0, node.children[0].ptype)?;
+            let dv = scratch.decode(&node.children[1])?;
+            let values = match &dv {
+                Values::Int(v) => DictValues::Ints(ints_to_i64(v)?),
+                Values::F32(v) => DictValues::Floats(v.iter().map(|&x| f64::from(x)).collect()),
+                Values::F64(v) => DictValues::Floats(v.clone()),
+                Values::Bytes(_) => return Err(Error::corrupt("dictionary of strings")),
+            };
+            scratch.give(dv);
+            Source::Dict { codes, values }
+        } else if node.id == strdict::ID
+            && ptype == PType::Bytes
+            && node.children.len() == 2
+            && node.children[0].ptype == PType::U32
+            && node.children[0].len == len
+            && node.children[1].ptype == PType::Bytes
+        {
+            node.expect_shape("strdict", 0, 2)?;
+            let codes = scratch.decode(&node.children[0])?;
+            let dict = scratch.decode(&node.children[1])?;
+            let s = match (&codes, dict) {
+                (Values::Int(IntVec::U32(c)), Values::Bytes(d)) => Source::StrDict {
+                    codes: c.clone(),
+                    dict: d,
+                },
+                _ => return Err(Error::corrupt("strdict children have the wrong types")),
+            };
+            scratch.give(codes);
+            s
+        } else {
+            let v = scratch.decode(node)?;
+            let s = match &v {
+                Values::Int(x) => Source::Ints(ints_to_i64(x)?),
+                Values::F32(x) => Source::Floats(x.iter().map(|&f| f64::from(f)).collect()),
+                Values::F64(x) => Source::Floats(x.clone()),
+                Values::Bytes(b) => Source::Strings(b.clone()),
+            };
+            scratch.give(v);
+            s
+        };
+        if let Source::Ints(v) = &source
+            && v.len() != len
+        {
+            return Err(Error::corrupt("decoded length differs from the header"));
+        }
+        Ok(ChunkColumn { source, len })
+    }
+
+    /// Rows in the chunk.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the chunk is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The decoded strings (string columns only).
+    pub fn strings(&self) -> Option<StrView<'_>> {
+        match &self.source {
+            Source::Strings(s) => Some(StrView::Plain(s)),
+            Source::StrDict { codes, dict } => Some(StrView::Dict(codes, dict)),
+            _ => None,
+        }
+    }
+
+    /// Whether values are floats.
+    pub fn is_float(&self) -> bool {
+        matches!(
+            self.source,
+            Source::Floats(_)
+                | Source::Dict {
+                    values: DictValues::Floats(_),
+                    ..
+                }
+        )
+    }
+
+    fn dict_codes(codes: &PackedCol<'_>, b: usize, n: usize, sel: Option<&[usize]>, dict_len: usize, out: &mut [i64]) -> Result<usize> {
+        let k = match sel {
+            None => {
+                codes.load(b, n, out);
+                n
+            }
+            Some(idx) => {
+                codes.gather(b, idx, out);
+                idx.len()
+            }
+        };
+        let max = out[..k].iter().copied().max().unwrap_or(0);
+        if max < 0 || max as usize >= dict_len.max(1) && k > 0 {
+            return Err(Error::corrupt(format!(
+                "dictionary code {max} past the dictionary's {dict_len} entries"
+            )));
+        }
+        Ok(k)
+    }
+
+    /// Loads the values of block `b` (rows `1024b .. 1024b + n`), all of them or those at
+    /// `sel` (positions within the block), into `out` (resized).
+    pub fn load(&self, b: usize, n: usize, sel: Option<&[usize]>, out: &mut Block) -> Result<()> {
+        let k = sel.map_or(n, <[usize]>::len);
+        let start = b * BLOCK;
+        match &self.source {
+            Source::Packed(p) => {
+                let o = ints(out, k);
+                match sel {
+                    None => p.load(b, n, o),
+                    Some(idx) => p.gather(b, idx, o),
+                }
+            }
+            Source::Dict { codes, values } => {
+                let mut c = [0i64; BLOCK];
+                let dict_len = match values {
+                    DictValues::Ints(v) => v.len(),
+                    DictValues::Floats(v) => v.len(),
+                };
+                Self::dict_codes(codes, b, n, sel, dict_len, &mut c)?;
+                match values {
+                    DictValues::Ints(v) => {
+                        let o = ints(out, k);
+                        for (o, &c) in o.iter_mut().zip(&c[..k]) {
+                            *o = v[c as usize];
+                        }
+                    }
+                    DictValues::Floats(v) => {
+                        let o = floats(out, k);
+                        for (o, &c) in o.iter_mut().zip(&c[..k]) {
+                            *o = v[c as usize];
+                        }
+                    }
+                }
+            }
+            Source::Ints(v) => {
+                let src = &v[start..start + n];
+                let o = ints(out, k);
+                match sel {
+                    None => o.copy_from_slice(src),
+                    Some(idx) => {
+                        for (o, &i) in o.iter_mut().zip(idx) {
+                            *o = src[i];
+                        }
+                    }
+                }
+            }
+            Source::Floats(v) => {
+                let src = &v[start..start + n];
+                let o = floats(out, k);
+                match sel {
+                    None => o.copy_from_slice(src),
+                    Some(idx) => {
+                        for (o, &i) in o.iter_mut().zip(idx) {
+                            *o = src[i];
+                        }
+                    }
+                }
+            }
+            Source::Strings(_) | Source::StrDict { .. } => {
+                return Err(Error::unsupported("arithmetic on a string column"));
+            }
+        }
+        Ok(())
+    }
+
+    /// ANDs `pred(value)` into `mask[..n]` for block `b`, where `range` is `Some((lo, hi))`
+    /// when the predicate is exactly `lo <= v <= hi`: that form is compared in the packed
+    /// domain. `pred` sees the column's integral values.
+    pub fn filter(
+        &self,
+        b: usize,
+        n: usize,
+        range: Option<(i64, i64)>,
+        pred: &dyn Fn(i64) -> bool,
+        mask: &mut [u8],
+        tmp: &mut Block,
+    ) -> Result<()> {
+        match &self.source {
+            Source::Packed(p) => {
+                if let Some((lo, hi)) = range
+                    && p.filter_range(b, n, lo, hi, mask)
+                {
+                    return Ok(());
+                }
+            }
+            Source::Dict {
+                codes,
+                values: DictValues::Ints(v),
+            } => {
+                // Evaluate on the dictionary, then map codes through the table.
+                let table: Vec<u8> = v.iter().map(|&x| u8::from(pred(x))).collect();
+                let mut c = [0i64; BLOCK];
+                Self::dict_codes(codes, b, n, None, v.len(), &mut c)?;
+                for (m, &c) in mask[..n].iter_mut().zip(&c[..n]) {
+                    *m &= table[c as usize];
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.load(b, n, None, tmp)?;
+        match tmp {
+            Block::Ints(v) => {
+                if let Some((lo, hi)) = range {
+                    for (m, &x) in mask[..n].iter_mut().zip(v.iter()) {
+                        *m &= u8::from(x >= lo && x <= hi);
+                    }
+                } else {
+                    for (m, &x) in mask[..n].iter_mut().zip(v.iter()) {
+                        *m &= u8::from(pred(x));
+                    }
+                }
+            }
+            Block::Floats(_) => return Err(Error::unsupported("integer predicate on floats")),
+        }
+        Ok(())
+    }
+}
+
+fn ints(b: &mut Block, k: usize) -> &mut [i64] {
+    if !matches!(b, Block::Ints(_)) {
+        *b = Block::Ints(Vec::with_capacity(BLOCK));
+    }
+    match b {
+        Block::Ints(v) => {
+            v.resize(k, 0);
+            v
+        }
+        Block::Floats(_) => &mut [],
+    }
+}
+
+fn floats(b: &mut Block, k: usize) -> &mut [f64] {
+    if !matches!(b, Block::Floats(_)) {
+        *b = Block::Floats(Vec::with_capacity(BLOCK));
+    }
+    match b {
+        Block::Floats(v) => {
+            v.resize(k, 0.0);
+            v
+        }
+        Block::Ints(_) => &mut [],
+    }
+}

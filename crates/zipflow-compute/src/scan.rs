@@ -1,0 +1,1462 @@
+//! The scan operator: a table, a predicate, group keys and aggregates, chunk by chunk in
+//! parallel.
+//!
+//! Each chunk runs one of two paths that give identical results:
+//! - the **reference** path decodes the chunk's columns whole and evaluates every row with
+//!   [`expr::eval`] (NULLs, three-valued logic, checked arithmetic). Chunks with nulls in a
+//!   column the query reads, and queries using a construct the fast path lacks, take it;
+//! - the **fast** path works on 1024-value blocks: zone maps skip the chunk (or drop a
+//!   conjunct that holds for the whole chunk), column predicates are evaluated in the encoded
+//!   domain into a byte mask, the surviving rows become a selection, and only then are the
+//!   aggregate arguments decoded (gathered one by one when few rows survive) and folded into
+//!   per-chunk accumulators indexed by dense group ids.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+use zipflow_core::stats::Scalar;
+use zipflow_core::values::ByteStrings;
+use zipflow_core::{Error, IntVec, Result, Values};
+use zipflow_encodings::{NodeView, Scratch};
+use zipflow_format::{Validity, ZfFile};
+
+use crate::column::{BLOCK, Block, ChunkColumn, StrView, ints_to_i64};
+use crate::expr::{
+    self, ArithOp, CmpOp, Expr, Row, SqlType, Value, div_round, make_integral, pow10,
+};
+use crate::query::{AggFunc, Query, QueryResult};
+
+/// How a scan runs.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Worker threads (0: rayon's default, one per core).
+    pub threads: usize,
+    /// Run every chunk through the reference path (for checking the fast path).
+    pub reference: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            threads: 0,
+            reference: false,
+        }
+    }
+}
+
+/// The running state of one aggregate for one group.
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    count: i64,
+    sum_i: i128,
+    sum_f: f64,
+    min: Option<Value>,
+    max: Option<Value>,
+}
+
+impl Acc {
+    fn add(&mut self, v: &Value) {
+        if matches!(v, Value::Null) {
+            return;
+        }
+        self.count += 1;
+        match v {
+            Value::Int(x) => self.sum_i += i128::from(*x),
+            Value::Decimal(x, _) => self.sum_i += *x,
+            Value::Bool(b) => self.sum_i += i128::from(*b),
+            Value::Float(x) => self.sum_f += *x,
+            _ => {}
+        }
+        if self.min.as_ref().is_none_or(|m| v.sort_cmp(m).is_lt()) {
+            self.min = Some(v.clone());
+        }
+        if self.max.as_ref().is_none_or(|m| v.sort_cmp(m).is_gt()) {
+            self.max = Some(v.clone());
+        }
+    }
+
+    fn merge(&mut self, o: &Acc) {
+        self.count += o.count;
+        self.sum_i += o.sum_i;
+        self.sum_f += o.sum_f;
+        if let Some(m) = &o.min
+            && self.min.as_ref().is_none_or(|x| m.sort_cmp(x).is_lt())
+        {
+            self.min = Some(m.clone());
+        }
+        if let Some(m) = &o.max
+            && self.max.as_ref().is_none_or(|x| m.sort_cmp(x).is_gt())
+        {
+            self.max = Some(m.clone());
+        }
+    }
+
+    fn result(&self, func: AggFunc, ty: SqlType, arg_ty: Option<SqlType>) -> Value {
+        match func {
+            AggFunc::CountStar | AggFunc::Count => Value::Int(self.count),
+            _ if self.count == 0 => Value::Null,
+            AggFunc::Sum => match ty {
+                SqlType::Float => Value::Float(self.sum_f),
+                t => Value::Decimal(self.sum_i, t.scale()),
+            },
+            AggFunc::Avg => match arg_ty {
+                Some(SqlType::Float) => Value::Float(self.sum_f / self.count as f64),
+                t => {
+                    let s = t.map_or(0, SqlType::scale);
+                    Value::Float(self.sum_i as f64 / pow10(s) as f64 / self.count as f64)
+                }
+            },
+            AggFunc::Min => self.min.clone().unwrap_or(Value::Null),
+            AggFunc::Max => self.max.clone().unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// A hashable group key part.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum KeyPart {
+    Null,
+    I(i128),
+    F(u64),
+    S(String),
+}
+
+fn key_part(v: &Value) -> KeyPart {
+    match v {
+        Value::Null => KeyPart::Null,
+        Value::Bool(b) => KeyPart::I(i128::from(*b)),
+        Value::Int(x) => KeyPart::I(i128::from(*x)),
+        Value::Decimal(x, _) => KeyPart::I(*x),
+        Value::Date(d) => KeyPart::I(i128::from(*d)),
+        Value::Float(f) => KeyPart::F(f.to_bits()),
+        Value::Str(s) => KeyPart::S(s.clone()),
+    }
+}
+
+/// Groups of one chunk (or of the whole scan): keys in first-seen order, accumulators.
+#[derive(Debug, Default)]
+struct Groups {
+    index: HashMap<Vec<KeyPart>, usize>,
+    keys: Vec<Vec<Value>>,
+    accs: Vec<Vec<Acc>>,
+}
+
+impl Groups {
+    fn slot(&mut self, key: Vec<Value>, naggs: usize) -> usize {
+        let parts: Vec<KeyPart> = key.iter().map(key_part).collect();
+        if let Some(&i) = self.index.get(&parts) {
+            return i;
+        }
+        self.index.insert(parts, self.keys.len());
+        self.keys.push(key);
+        self.accs.push(vec![Acc::default(); naggs]);
+        self.keys.len() - 1
+    }
+
+    fn merge(&mut self, other: Groups, naggs: usize) {
+        for (k, accs) in other.keys.into_iter().zip(other.accs) {
+            let i = self.slot(k, naggs);
+            for (a, o) in self.accs[i].iter_mut().zip(&accs) {
+                a.merge(o);
+            }
+        }
+    }
+}
+
+/// A cell of a decoded column as a value of type `ty`.
+fn cell(values: &Values, validity: Option<&Validity>, i: usize, ty: SqlType) -> Value {
+    if validity.is_some_and(|v| !v.get(i).copied().unwrap_or(true)) {
+        return Value::Null;
+    }
+    match values {
+        Values::Int(v) => {
+            let x = v.get_i128(i).unwrap_or(0);
+            match ty {
+                SqlType::Bool => Value::Bool(x != 0),
+                SqlType::Decimal(s) => Value::Decimal(x, s),
+                SqlType::Date => Value::Date(x as i32),
+                _ => Value::Int(x as i64),
+            }
+        }
+        Values::F32(v) => Value::Float(v.get(i).map_or(f64::NAN, |&f| f64::from(f))),
+        Values::F64(v) => Value::Float(v.get(i).copied().unwrap_or(f64::NAN)),
+        Values::Bytes(b) => Value::Str(String::from_utf8_lossy(b.get(i).unwrap_or(&[])).into_owned()),
+    }
+}
+
+/// The decoded columns of one chunk, for the reference path.
+struct DecodedChunk {
+    /// By file column index: values, validity, type.
+    cols: HashMap<usize, (Values, Option<Validity>, SqlType)>,
+}
+
+struct ChunkRow<'a> {
+    chunk: &'a DecodedChunk,
+    i: usize,
+}
+
+impl Row for ChunkRow<'_> {
+    fn column(&self, index: usize) -> Value {
+        match self.chunk.cols.get(&index) {
+            Some((v, validity, ty)) => cell(v, validity.as_ref(), self.i, *ty),
+            None => Value::Null,
+        }
+    }
+}
+
+/// A table open for queries.
+pub struct Table {
+    file: ZfFile,
+    types: Vec<SqlType>,
+}
+
+impl Table {
+    /// Wraps an open file; fails on a column type queries cannot read.
+    pub fn new(file: ZfFile) -> Result<Table> {
+        let types = file
+            .columns()
+            .iter()
+            .map(|c| SqlType::of_column(c.column_type).map_err(|e| e.at_column(&c.name)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Table { file, types })
+    }
+
+    /// Opens a .zf file.
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Table> {
+        Table::new(ZfFile::open(path)?)
+    }
+
+    /// `(name, type)` of every column, for binding SQL.
+    pub fn schema(&self) -> Vec<(String, SqlType)> {
+        self.file
+            .columns()
+            .iter()
+            .zip(&self.types)
+            .map(|(c, t)| (c.name.clone(), *t))
+            .collect()
+    }
+
+    /// The underlying file.
+    pub fn file(&self) -> &ZfFile {
+        &self.file
+    }
+
+    fn decode_chunk(&self, cols: &[usize], chunk: usize, scratch: &mut Scratch) -> Result<DecodedChunk> {
+        let mut out = HashMap::new();
+        for &c in cols {
+            let (v, validity) = self.file.read_chunk(c, chunk, scratch)?;
+            out.insert(c, (v, validity, self.types[c]));
+        }
+        Ok(DecodedChunk { cols: out })
+    }
+
+    /// Runs `q` and returns its rows, ordered and limited.
+    pub fn run(&self, q: &Query, opts: &ScanOptions) -> Result<QueryResult> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.threads)
+            .build()
+            .map_err(|e| Error::external("starting worker threads", e))?;
+        let mut rows = if q.aggregating {
+            pool.install(|| self.aggregate(q, opts))?
+        } else {
+            let mut rows = Vec::new();
+            let stop = q.order_by.is_empty().then(|| q.limit.map(|l| l + q.offset)).flatten();
+            self.for_each_row(q, |r| {
+                rows.push(r);
+                stop.is_none_or(|s| (rows.len() as u64) < s)
+            })?;
+            rows
+        };
+        if !q.order_by.is_empty() {
+            rows.sort_by(|a, b| {
+                for &(i, desc) in &q.order_by {
+                    let o = a[i].sort_cmp(&b[i]);
+                    let o = if desc { o.reverse() } else { o };
+                    if o.is_ne() {
+                        return o;
+                    }
+                }
+                std::cmp::Ordering::Equal
+            });
+        }
+        let start = usize::try_from(q.offset).unwrap_or(usize::MAX).min(rows.len());
+        let end = match q.limit {
+            Some(l) => start.saturating_add(usize::try_from(l).unwrap_or(usize::MAX)).min(rows.len()),
+            None => rows.len(),
+        };
+        let shown = q.output.len() - q.hidden;
+        let rows = rows[start..end]
+            .iter()
+            .map(|r| r[..shown].to_vec())
+            .collect();
+        Ok(QueryResult {
+            names: q.output[..shown].iter().map(|o| o.name.clone()).collect(),
+            types: q.output[..shown].iter().map(|o| o.expr.ty()).collect(),
+            rows,
+        })
+    }
+
+    /// Streams the rows of a projection query (no aggregates), in table order, to `f`, which
+    /// returns false to stop. Every output column is produced, hidden ones included.
+    pub fn for_each_row(&self, q: &Query, mut f: impl FnMut(Vec<Value>) -> bool) -> Result<()> {
+        let cols = q.columns();
+        let mut scratch = Scratch::default();
+        for c in 0..self.file.num_chunks() {
+            let chunk = self.decode_chunk(&cols, c, &mut scratch)?;
+            let rows = self.file.try_chunk_meta(0, c).map_or(0, |m| m.rows as usize);
+            for i in 0..rows {
+                let row = ChunkRow { chunk: &chunk, i };
+                if let Some(p) = &q.filter
+                    && expr::eval(p, &row)? != Value::Bool(true)
+                {
+                    continue;
+                }
+                let out = q
+                    .output
+                    .iter()
+                    .map(|o| expr::eval(&o.expr, &row))
+                    .collect::<Result<Vec<_>>>()?;
+                if !f(out) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn aggregate(&self, q: &Query, opts: &ScanOptions) -> Result<Vec<Vec<Value>>> {
+        let cols = q.columns();
+        let fast = if opts.reference {
+            None
+        } else {
+            FastPlan::new(self, q)?
+        };
+        let partials = (0..self.file.num_chunks())
+            .into_par_iter()
+            .map_init(Scratch::default, |scratch, c| {
+                let has_nulls = cols
+                    .iter()
+                    .any(|&col| self.file.chunk_meta(col, c).stats.null_count > 0);
+                match &fast {
+                    Some(plan) if !has_nulls => plan.chunk(self, q, c, scratch),
+                    _ => self.reference_chunk(q, &cols, c, scratch),
+                }
+            })
+            .collect::<Result<Vec<Groups>>>()?;
+        let naggs = q.aggregates.len();
+        let mut all = Groups::default();
+        for p in partials {
+            all.merge(p, naggs);
+        }
+        if q.keys.is_empty() && all.keys.is_empty() {
+            all.slot(Vec::new(), naggs);
+        }
+        let mut rows = Vec::with_capacity(all.keys.len());
+        for (key, accs) in all.keys.iter().zip(&all.accs) {
+            let aggs: Vec<Value> = q
+                .aggregates
+                .iter()
+                .zip(accs)
+                .map(|(a, acc)| acc.result(a.func, a.ty, a.arg.as_ref().map(Expr::ty)))
+                .collect();
+            let row = AggRow { aggs: &aggs, keys: key };
+            if let Some(h) = &q.having
+                && expr::eval(h, &row)? != Value::Bool(true)
+            {
+                continue;
+            }
+            rows.push(
+                q.output
+                    .iter()
+                    .map(|o| expr::eval(&o.expr, &row))
+                    .collect::<Result<Vec<_>>>()?,
+            );
+        }
+        Ok(rows)
+    }
+
+    fn reference_chunk(&self, q: &Query, cols: &[usize], c: usize, scratch: &mut Scratch) -> Result<Groups> {
+        let chunk = self.decode_chunk(cols, c, scratch)?;
+        let rows = self.file.try_chunk_meta(0, c)?.rows as usize;
+        let naggs = q.aggregates.len();
+        let mut groups = Groups::default();
+        for i in 0..rows {
+            let row = ChunkRow { chunk: &chunk, i };
+            if let Some(p) = &q.filter
+                && expr::eval(p, &row)? != Value::Bool(true)
+            {
+                continue;
+            }
+            let key = q
+                .keys
+                .iter()
+                .map(|k| expr::eval(k, &row))
+                .collect::<Result<Vec<_>>>()?;
+            let g = groups.slot(key, naggs);
+            for (a, acc) in q.aggregates.iter().zip(&mut groups.accs[g]) {
+                match &a.arg {
+                    None => acc.count += 1,
+                    Some(e) => acc.add(&expr::eval(e, &row)?),
+                }
+            }
+        }
+        Ok(groups)
+    }
+}
+
+struct AggRow<'a> {
+    aggs: &'a [Value],
+    keys: &'a [Value],
+}
+
+impl Row for AggRow<'_> {
+    fn column(&self, _: usize) -> Value {
+        Value::Null
+    }
+    fn agg(&self, i: usize) -> Value {
+        self.aggs.get(i).cloned().unwrap_or(Value::Null)
+    }
+    fn key(&self, i: usize) -> Value {
+        self.keys.get(i).cloned().unwrap_or(Value::Null)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast path
+
+/// A conjunct on one column that encodings can evaluate.
+#[derive(Debug, Clone)]
+enum ColPred {
+    /// `lo <= v <= hi` on the column's stored (scaled) integers.
+    Range { col: usize, lo: i64, hi: i64 },
+    /// `v IN set` (or NOT IN) on stored integers.
+    Set { col: usize, set: Vec<i64>, negated: bool },
+    /// `v IN set` (or NOT IN) on strings.
+    Strings { col: usize, set: Vec<Vec<u8>>, negated: bool },
+}
+
+/// The fast plan of a query: its conjuncts split into column predicates and the rest.
+struct FastPlan {
+    preds: Vec<ColPred>,
+    rest: Vec<Expr>,
+}
+
+fn conjuncts(e: &Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::And(v) => v.iter().for_each(|x| conjuncts(x, out)),
+        x => out.push(x.clone()),
+    }
+}
+
+/// `col * 10^k` when `e` is a column or an exact upscaling cast of one.
+fn scaled_column(e: &Expr) -> Option<(usize, SqlType, u8)> {
+    match e {
+        Expr::Column { index, ty } if ty.is_integral() && *ty != SqlType::Bool => {
+            Some((*index, *ty, 0))
+        }
+        Expr::Cast(inner, to) => match (inner.as_ref(), to) {
+            (Expr::Column { index, ty }, SqlType::Decimal(t))
+                if matches!(ty, SqlType::Int | SqlType::Decimal(_)) && *t >= ty.scale() =>
+            {
+                Some((*index, *ty, t - ty.scale()))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn lit_i128(v: &Value) -> Option<i128> {
+    match v {
+        Value::Int(x) => Some(i128::from(*x)),
+        Value::Decimal(x, _) => Some(*x),
+        Value::Date(d) => Some(i128::from(*d)),
+        _ => None,
+    }
+}
+
+/// `col * m OP lit` as a closed range on `col`; `None` when it is not a range.
+fn range_of(op: CmpOp, m: i128, lit: i128) -> Option<(i128, i128)> {
+    let floor = lit.div_euclid(m);
+    let ceil = -((-lit).div_euclid(m));
+    let (lo, hi) = (i128::from(i64::MIN), i128::from(i64::MAX));
+    Some(match op {
+        CmpOp::Ge => (ceil, hi),
+        CmpOp::Gt => (floor + 1, hi),
+        CmpOp::Le => (lo, floor),
+        CmpOp::Lt => (lo, ceil - 1),
+        CmpOp::Eq if lit.rem_euclid(m) == 0 => (floor, floor),
+        CmpOp::Eq => (1, 0),
+        CmpOp::Ne => return None,
+    })
+}
+
+fn col_pred(e: &Expr) -> Option<ColPred> {
+    match e {
+        Expr::Cmp { op, l, r } => {
+            let (col, lit, op) = match (l.as_ref(), r.as_ref()) {
+                (c, Expr::Lit(v, _)) => (c, v, *op),
+                (Expr::Lit(v, _), c) => (c, v, op.flip()),
+                _ => return None,
+            };
+            if let (Expr::Column { index, ty: SqlType::Str }, Value::Str(s)) = (col, lit) {
+                return match op {
+                    CmpOp::Eq | CmpOp::Ne => Some(ColPred::Strings {
+                        col: *index,
+                        set: vec![s.as_bytes().to_vec()],
+                        negated: op == CmpOp::Ne,
+                    }),
+                    _ => None,
+                };
+            }
+            let (index, _, k) = scaled_column(col)?;
+            let m = i128::from(pow10(k));
+            let (lo, hi) = range_of(op, m, lit_i128(lit)?)?;
+            let clamp = |x: i128| x.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+            if lo > hi {
+                return Some(ColPred::Range { col: index, lo: 1, hi: 0 });
+            }
+            Some(ColPred::Range {
+                col: index,
+                lo: clamp(lo),
+                hi: clamp(hi),
+            })
+        }
+        Expr::InList { e, list, negated } => match e.as_ref() {
+            Expr::Column { index, ty: SqlType::Str } => Some(ColPred::Strings {
+                col: *index,
+                set: list
+                    .iter()
+                    .map(|v| match v {
+                        Value::Str(s) => Some(s.as_bytes().to_vec()),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+                negated: *negated,
+            }),
+            Expr::Column { index, ty } if ty.is_integral() => Some(ColPred::Set {
+                col: *index,
+                set: list
+                    .iter()
+                    .map(|v| lit_i128(v).and_then(|x| i64::try_from(x).ok()))
+                    .collect::<Option<Vec<_>>>()?,
+                negated: *negated,
+            }),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether the block evaluator handles `e` (no strings, no NULL literals, no refs).
+fn fast_expr(e: &Expr) -> bool {
+    match e {
+        Expr::Column { ty, .. } => *ty != SqlType::Str,
+        Expr::Lit(v, ty) => !matches!(v, Value::Null) && *ty != SqlType::Str,
+        Expr::Arith { l, r, .. } | Expr::Cmp { l, r, .. } => fast_expr(l) && fast_expr(r),
+        Expr::Neg(x, _) | Expr::Not(x) => fast_expr(x),
+        Expr::And(v) | Expr::Or(v) => v.iter().all(fast_expr),
+        Expr::InList { e, list, .. } => fast_expr(e) && list.iter().all(|v| !matches!(v, Value::Null | Value::Str(_))),
+        Expr::IsNull { .. } => false,
+        Expr::Cast(x, to) => {
+            fast_expr(x)
+                && match (x.ty(), *to) {
+                    (f, t) if f.is_integral() && (t.is_integral() || t == SqlType::Float) => {
+                        t != SqlType::Bool && t != SqlType::Date || f == t
+                    }
+                    (SqlType::Float, t) => t == SqlType::Int || matches!(t, SqlType::Decimal(_)),
+                    _ => false,
+                }
+        }
+        Expr::AggRef(..) | Expr::KeyRef(..) => false,
+    }
+}
+
+/// Per-chunk interval of an integral expression, from the zone maps; `None` when unknown.
+fn interval(e: &Expr, stats: &dyn Fn(usize) -> Option<(i128, i128)>) -> Option<(i128, i128)> {
+    let fits = |(a, b): (i128, i128)| {
+        (a >= i128::from(i64::MIN) && b <= i128::from(i64::MAX)).then_some((a, b))
+    };
+    let r = match e {
+        Expr::Column { index, .. } => stats(*index)?,
+        Expr::Lit(v, _) => {
+            let x = lit_i128(v).or(match v {
+                Value::Bool(b) => Some(i128::from(*b)),
+                _ => None,
+            })?;
+            (x, x)
+        }
+        Expr::Arith { op, l, r, ty } if *ty != SqlType::Float => {
+            let (a, b) = interval(l, stats)?;
+            let (c, d) = interval(r, stats)?;
+            match op {
+                ArithOp::Add => (a + c, b + d),
+                ArithOp::Sub => (a - d, b - c),
+                ArithOp::Mul => {
+                    let p = [a * c, a * d, b * c, b * d];
+                    (*p.iter().min()?, *p.iter().max()?)
+                }
+                ArithOp::Div => return None,
+            }
+        }
+        Expr::Neg(x, ty) if *ty != SqlType::Float => {
+            let (a, b) = interval(x, stats)?;
+            (-b, -a)
+        }
+        Expr::Cast(x, to) if x.ty().is_integral() && to.is_integral() => {
+            let (a, b) = interval(x, stats)?;
+            let (fs, ts) = (x.ty().scale(), to.scale());
+            if ts >= fs {
+                let m = i128::from(pow10(ts - fs));
+                (a * m, b * m)
+            } else {
+                (div_round(a, fs - ts), div_round(b, fs - ts))
+            }
+        }
+        _ => return None,
+    };
+    fits(r)
+}
+
+/// Whether every integral node of `e` provably fits an i64 in this chunk.
+fn no_overflow(e: &Expr, stats: &dyn Fn(usize) -> Option<(i128, i128)>) -> bool {
+    let children_ok = match e {
+        Expr::Arith { l, r, .. } | Expr::Cmp { l, r, .. } => {
+            no_overflow(l, stats) && no_overflow(r, stats)
+        }
+        Expr::Neg(x, _) | Expr::Not(x) | Expr::Cast(x, _) => no_overflow(x, stats),
+        Expr::InList { e, .. } => no_overflow(e, stats),
+        Expr::And(v) | Expr::Or(v) => v.iter().all(|x| no_overflow(x, stats)),
+        _ => true,
+    };
+    children_ok
+        && (!e.ty().is_integral()
+            || e.ty() == SqlType::Bool
+            || interval(e, stats).is_some())
+}
+
+impl FastPlan {
+    /// The fast plan, or `None` when some part of the query needs the reference path.
+    fn new(table: &Table, q: &Query) -> Result<Option<FastPlan>> {
+        let mut parts = Vec::new();
+        if let Some(f) = &q.filter {
+            conjuncts(f, &mut parts);
+        }
+        let mut preds = Vec::new();
+        let mut rest = Vec::new();
+        for p in parts {
+            match col_pred(&p) {
+                Some(cp) => preds.push(cp),
+                None if fast_expr(&p) => rest.push(p),
+                None => return Ok(None),
+            }
+        }
+        for k in &q.keys {
+            if !matches!(k, Expr::Column { .. }) {
+                return Ok(None);
+            }
+        }
+        for a in &q.aggregates {
+            if let Some(e) = &a.arg {
+                let string_count = a.func == AggFunc::Count && matches!(e, Expr::Column { .. });
+                if !string_count && !fast_expr(e) {
+                    return Ok(None);
+                }
+            }
+        }
+        let _ = table;
+        Ok(Some(FastPlan { preds, rest }))
+    }
+
+    fn chunk(&self, table: &Table, q: &Query, c: usize, scratch: &mut Scratch) -> Result<Groups> {
+        let file = &table.file;
+        let rows = file.try_chunk_meta(0, c)?.rows as usize;
+        let stats = |col: usize| -> Option<(i128, i128)> {
+            let s = &file.chunk_meta(col, c).stats;
+            match (&s.min, &s.max) {
+                (Some(Scalar::Int(a)), Some(Scalar::Int(b))) => Some((*a, *b)),
+                _ => None,
+            }
+        };
+        // Zone maps: skip the chunk, or drop conjuncts that hold for all of it.
+        let mut preds = Vec::new();
+        for p in &self.preds {
+            if let ColPred::Range { col, lo, hi } = p {
+                if lo > hi {
+                    return Ok(Groups::default());
+                }
+                if let Some((a, b)) = stats(*col) {
+                    if b < i128::from(*lo) || a > i128::from(*hi) {
+                        return Ok(Groups::default());
+                    }
+                    if a >= i128::from(*lo) && b <= i128::from(*hi) {
+                        continue;
+                    }
+                }
+            }
+            preds.push(p.clone());
+        }
+        // Columns, opened lazily in encoded form.
+        let mut needed = Vec::new();
+        for p in &preds {
+            let (ColPred::Range { col, .. } | ColPred::Set { col, .. } | ColPred::Strings { col, .. }) = p;
+            if !needed.contains(col) {
+                needed.push(*col);
+            }
+        }
+        for e in &self.rest {
+            e.columns(&mut needed);
+        }
+        for a in &q.aggregates {
+            if let Some(e) = &a.arg {
+                e.columns(&mut needed);
+            }
+        }
+        for k in &q.keys {
+            k.columns(&mut needed);
+        }
+        let mut columns: HashMap<usize, ChunkColumn<'_>> = HashMap::new();
+        for &col in &needed {
+            let (payload, meta) = file.chunk_payload(col, c)?;
+            let bytes = payload
+                .get(..meta.values_len as usize)
+                .ok_or_else(|| Error::corrupt("values tree past the payload"))?;
+            let node = NodeView::parse(bytes)?;
+            let ptype = file.columns()[col].column_type.ptype();
+            if node.ptype != ptype || node.len != rows {
+                return Err(Error::corrupt(format!(
+                    "values tree holds {} {} values, the index says {rows} {ptype} values",
+                    node.len, node.ptype
+                ))
+                .at_column(&file.columns()[col].name)
+                .at_chunk(c as u32)
+                .in_file(file.path()));
+            }
+            let cc = ChunkColumn::new(&node, scratch).map_err(|e| {
+                e.at_column(&file.columns()[col].name)
+                    .at_chunk(c as u32)
+                    .in_file(file.path())
+            })?;
+            columns.insert(col, cc);
+        }
+        // Overflow: checked arithmetic unless the zone maps prove every value fits.
+        let checked = self.rest.iter().any(|e| !no_overflow(e, &stats))
+            || q.aggregates
+                .iter()
+                .any(|a| a.arg.as_ref().is_some_and(|e| !no_overflow(e, &stats)));
+        // String predicates are evaluated once per chunk.
+        let mut string_masks: Vec<Option<Vec<u8>>> = Vec::with_capacity(preds.len());
+        for p in &preds {
+            string_masks.push(match p {
+                ColPred::Strings { col, set, negated } => {
+                    let s = columns
+                        .get(col)
+                        .and_then(ChunkColumn::strings)
+                        .ok_or_else(|| Error::corrupt("string predicate on a non-string chunk"))?;
+                    Some(match s {
+                        StrView::Plain(s) => string_mask(s, set, *negated),
+                        StrView::Dict(codes, dict) => {
+                            // Evaluate on the dictionary, then map the codes.
+                            let table = string_mask(dict, set, *negated);
+                            codes
+                                .iter()
+                                .map(|&c| table.get(c as usize).copied().ok_or_else(|| Error::corrupt("string code past the dictionary")))
+                                .collect::<Result<Vec<u8>>>()?
+                        }
+                    })
+                }
+                _ => None,
+            });
+        }
+        // Dense group ids for the chunk.
+        let (gids, slot_keys) = group_ids(table, q, &columns, rows, c, scratch)?;
+        let nslots = slot_keys.len().max(1);
+        // Slot `nslots` takes the rows a dense block filtered out.
+        let trash = nslots;
+        let naggs = q.aggregates.len();
+        let mut dense: Vec<DenseAcc> = q
+            .aggregates
+            .iter()
+            .map(|a| {
+                // Block partial sums in i64 are exact when every value is below 2^52 in
+                // magnitude (1024 of them stay below 2^62).
+                let small = a.arg.as_ref().is_some_and(|e| {
+                    e.ty() != SqlType::Float
+                        && interval(e, &stats).is_some_and(|(lo, hi)| {
+                            lo > -(1i128 << 52) && hi < 1i128 << 52
+                        })
+                });
+                DenseAcc::new(nslots + 1, small)
+            })
+            .collect();
+        let mut selected = vec![0i64; nslots + 1];
+        let mut ev = BlockEval {
+            columns: &columns,
+            checked,
+            idx: Vec::with_capacity(BLOCK),
+            sparse: false,
+            b: 0,
+            n: 0,
+            pool: Vec::new(),
+        };
+        let mut mask = vec![0u8; BLOCK];
+        let mut tmp = Block::Ints(Vec::with_capacity(BLOCK));
+        let mut sel_g: Vec<u32> = Vec::with_capacity(BLOCK);
+        for b in 0..rows.div_ceil(BLOCK) {
+            let start = b * BLOCK;
+            let n = BLOCK.min(rows - start);
+            mask[..n].fill(1);
+            let mut any = true;
+            for (p, sm) in preds.iter().zip(&string_masks) {
+                let col = match p {
+                    ColPred::Range { col, .. } | ColPred::Set { col, .. } | ColPred::Strings { col, .. } => *col,
+                };
+                match (p, sm) {
+                    (_, Some(sm)) => {
+                        for (m, &s) in mask[..n].iter_mut().zip(&sm[start..start + n]) {
+                            *m &= s;
+                        }
+                    }
+                    (ColPred::Range { lo, hi, .. }, None) => {
+                        let (lo, hi) = (*lo, *hi);
+                        let cc = columns.get(&col).ok_or_else(|| Error::invalid("column not open"))?;
+                        cc.filter(b, n, Some((lo, hi)), &|x| x >= lo && x <= hi, &mut mask, &mut tmp)?;
+                    }
+                    (ColPred::Set { set, negated, .. }, None) => {
+                        let cc = columns.get(&col).ok_or_else(|| Error::invalid("column not open"))?;
+                        let neg = *negated;
+                        cc.filter(b, n, None, &|x| set.contains(&x) != neg, &mut mask, &mut tmp)?;
+                    }
+                    (ColPred::Strings { .. }, None) => {}
+                }
+                any = mask[..n].iter().fold(0u8, |a, &m| a | m) != 0;
+                if !any {
+                    break;
+                }
+            }
+            if !any {
+                continue;
+            }
+            ev.b = b;
+            ev.n = n;
+            ev.sparse = false;
+            for e in &self.rest {
+                let m = ev.eval_bool(e)?;
+                for (x, &y) in mask[..n].iter_mut().zip(&m) {
+                    *x &= y;
+                }
+            }
+            let hits = mask[..n].iter().map(|&m| u32::from(m)).sum::<u32>() as usize;
+            if hits == 0 {
+                continue;
+            }
+            // Few hits: gather just those rows. Many: decode whole blocks and send the rows
+            // that failed the filter to the trash slot.
+            ev.sparse = hits * 4 < n;
+            ev.idx.clear();
+            if ev.sparse {
+                ev.idx.extend((0..n).filter(|&i| mask[i] != 0));
+            }
+            sel_g.clear();
+            let k = ev.len();
+            if let Some(g) = &gids {
+                let g = &g[start..start + n];
+                if ev.sparse {
+                    sel_g.extend(ev.idx.iter().map(|&i| g[i]));
+                } else {
+                    let t = trash as u32;
+                    sel_g.extend(g.iter().zip(&mask[..n]).map(|(&g, &m)| if m != 0 { g } else { t }));
+                }
+            } else if hits < n && !ev.sparse {
+                let t = trash as u32;
+                sel_g.extend(mask[..n].iter().map(|&m| if m != 0 { 0 } else { t }));
+            } else {
+                sel_g.resize(k, 0);
+            }
+            // Without group keys, slots are 0 (kept) and `trash`.
+            let uniform = gids.is_none() && sel_g.len() == k && (ev.sparse || hits == n);
+            if uniform {
+                selected[0] += k as i64;
+            } else {
+                for &s in &sel_g {
+                    selected[s as usize] += 1;
+                }
+            }
+            for (a, d) in q.aggregates.iter().zip(&mut dense) {
+                let Some(e) = &a.arg else { continue };
+                if a.func == AggFunc::Count {
+                    continue;
+                }
+                let v = ev.eval(e)?;
+                match &v {
+                    Block::Ints(x) => d.add_ints(a.func, x, &sel_g, uniform, gids.is_none()),
+                    Block::Floats(x) => d.add_floats(a.func, x, &sel_g),
+                }
+                ev.give(v);
+            }
+        }
+        let seen: Vec<bool> = selected.iter().map(|&c| c > 0).collect();
+        for d in &mut dense {
+            d.count.clone_from(&selected);
+        }
+        // Back to groups keyed by values.
+        let mut groups = Groups::default();
+        for (s, key) in slot_keys.into_iter().enumerate() {
+            if !seen.get(s).copied().unwrap_or(false) {
+                continue;
+            }
+            let g = groups.slot(key, naggs);
+            for ((a, d), acc) in q.aggregates.iter().zip(&dense).zip(&mut groups.accs[g]) {
+                *acc = d.to_acc(s, a.arg.as_ref().map(Expr::ty));
+            }
+        }
+        Ok(groups)
+    }
+}
+
+/// `s[i] IN set` (or not) for every row of a chunk, deciding each distinct string once.
+fn string_mask(s: &ByteStrings, set: &[Vec<u8>], negated: bool) -> Vec<u8> {
+    let n = s.len();
+    let mut out = Vec::with_capacity(n);
+    let mut last: Option<(&[u8], u8)> = None;
+    for i in 0..n {
+        let v = s.get(i).unwrap_or(&[]);
+        let m = match last {
+            Some((l, m)) if l == v => m,
+            _ => {
+                let m = u8::from(set.iter().any(|x| x.as_slice() == v) != negated);
+                last = Some((v, m));
+                m
+            }
+        };
+        out.push(m);
+    }
+    out
+}
+
+/// Per-row dense group ids of a chunk and the key values of each id; `None` without keys.
+#[allow(clippy::type_complexity)]
+fn group_ids(
+    table: &Table,
+    q: &Query,
+    columns: &HashMap<usize, ChunkColumn<'_>>,
+    rows: usize,
+    c: usize,
+    scratch: &mut Scratch,
+) -> Result<(Option<Vec<u32>>, Vec<Vec<Value>>)> {
+    if q.keys.is_empty() {
+        return Ok((None, vec![Vec::new()]));
+    }
+    let mut gids = vec![0u32; rows];
+    let mut keys: Vec<Vec<Value>> = vec![Vec::new()];
+    for k in &q.keys {
+        let Expr::Column { index, ty } = k else {
+            return Err(Error::unsupported("group keys other than columns"));
+        };
+        let (ids, distinct) = match columns.get(index).and_then(ChunkColumn::strings) {
+            Some(StrView::Plain(s)) => string_ids(s)?,
+            Some(StrView::Dict(codes, dict)) => {
+                // The codes are the group ids; the dictionary gives their values.
+                if codes.iter().any(|&c| c as usize >= dict.len()) {
+                    return Err(Error::corrupt("string code past the dictionary"));
+                }
+                let distinct = (0..dict.len())
+                    .map(|i| Value::Str(String::from_utf8_lossy(dict.get(i).unwrap_or(&[])).into_owned()))
+                    .collect();
+                (codes.to_vec(), distinct)
+            }
+            None => {
+                let (v, _) = table.file.read_chunk(*index, c, scratch)?;
+                let r = match &v {
+                    Values::Int(x) => int_ids(x, *ty)?,
+                    Values::F32(x) => float_ids(x.iter().map(|&f| f64::from(f))),
+                    Values::F64(x) => float_ids(x.iter().copied()),
+                    Values::Bytes(s) => string_ids(s)?,
+                };
+                scratch.give(v);
+                r
+            }
+        };
+        if ids.len() != rows {
+            return Err(Error::corrupt("group key column length differs"));
+        }
+        let card = distinct.len().max(1);
+        let total = keys.len() * card;
+        if total > 1 << 20 {
+            return Err(Error::unsupported(
+                "GROUP BY with more than 2^20 key combinations in one chunk (keys must have few distinct values)",
+            ));
+        }
+        let stride = keys.len() as u32;
+        for (g, &id) in gids.iter_mut().zip(&ids) {
+            *g += id * stride;
+        }
+        let mut next = Vec::with_capacity(total);
+        for d in &distinct {
+            for k in &keys {
+                let mut key = k.clone();
+                key.push(d.clone());
+                next.push(key);
+            }
+        }
+        keys = next;
+    }
+    Ok((Some(gids), keys))
+}
+
+fn string_ids(s: &ByteStrings) -> Result<(Vec<u32>, Vec<Value>)> {
+    let n = s.len();
+    let mut ids = Vec::with_capacity(n);
+    let mut distinct: Vec<Value> = Vec::new();
+    let str_of = |b: &[u8]| Value::Str(String::from_utf8_lossy(b).into_owned());
+    let one_byte = s.data.len() == n && s.offsets.windows(2).all(|w| w[1] == w[0] + 1);
+    if one_byte {
+        let mut table = [u32::MAX; 256];
+        for &b in &s.data {
+            let t = &mut table[usize::from(b)];
+            if *t == u32::MAX {
+                *t = distinct.len() as u32;
+                distinct.push(str_of(&[b]));
+            }
+            ids.push(*t);
+        }
+        return Ok((ids, distinct));
+    }
+    let mut map: HashMap<&[u8], u32> = HashMap::new();
+    for i in 0..n {
+        let v = s.get(i).ok_or_else(|| Error::corrupt("string offsets"))?;
+        let next = map.len() as u32;
+        let id = *map.entry(v).or_insert_with(|| {
+            distinct.push(str_of(v));
+            next
+        });
+        ids.push(id);
+    }
+    Ok((ids, distinct))
+}
+
+fn int_ids(v: &IntVec, ty: SqlType) -> Result<(Vec<u32>, Vec<Value>)> {
+    let x = ints_to_i64(v)?;
+    let mut map: HashMap<i64, u32> = HashMap::new();
+    let mut distinct = Vec::new();
+    let mut ids = Vec::with_capacity(x.len());
+    for &v in &x {
+        let next = map.len() as u32;
+        let id = *map.entry(v).or_insert_with(|| {
+            distinct.push(make_integral(i128::from(v), ty).unwrap_or(Value::Null));
+            next
+        });
+        ids.push(id);
+    }
+    Ok((ids, distinct))
+}
+
+fn float_ids(x: impl Iterator<Item = f64>) -> (Vec<u32>, Vec<Value>) {
+    let mut map: HashMap<u64, u32> = HashMap::new();
+    let mut distinct = Vec::new();
+    let ids = x
+        .map(|f| {
+            let next = map.len() as u32;
+            *map.entry(f.to_bits()).or_insert_with(|| {
+                distinct.push(Value::Float(f));
+                next
+            })
+        })
+        .collect();
+    (ids, distinct)
+}
+
+/// Accumulators of one aggregate for every group slot of a chunk.
+#[derive(Debug, Clone)]
+struct DenseAcc {
+    /// Rows per slot (set at the end of the chunk: no nulls on the fast path, so every
+    /// aggregate of a slot sees the same rows).
+    count: Vec<i64>,
+    sum_i: Vec<i128>,
+    /// Per-block partial sums, when values are small enough for i64 (see `small`).
+    part: Vec<i64>,
+    small: bool,
+    sum_f: Vec<f64>,
+    min_i: Vec<i64>,
+    max_i: Vec<i64>,
+    min_f: Vec<f64>,
+    max_f: Vec<f64>,
+    /// Float slots that have a min/max yet.
+    has_f: Vec<bool>,
+}
+
+impl DenseAcc {
+    fn new(n: usize, small: bool) -> DenseAcc {
+        DenseAcc {
+            count: vec![0; n],
+            sum_i: vec![0; n],
+            part: vec![0; n],
+            small,
+            sum_f: vec![0.0; n],
+            min_i: vec![i64::MAX; n],
+            max_i: vec![i64::MIN; n],
+            min_f: vec![0.0; n],
+            max_f: vec![0.0; n],
+            has_f: vec![false; n],
+        }
+    }
+
+    /// Adds a block of values, value `j` to slot `slots[j]`.
+    /// `uniform`: every slot is 0; `two`: slots are 0 or the trash slot.
+    fn add_ints(&mut self, func: AggFunc, x: &[i64], slots: &[u32], uniform: bool, two: bool) {
+        match func {
+            AggFunc::Sum | AggFunc::Avg => {
+                if self.small {
+                    if uniform {
+                        self.sum_i[0] += i128::from(x.iter().sum::<i64>());
+                        return;
+                    }
+                    if two {
+                        let kept: i64 = x
+                            .iter()
+                            .zip(slots)
+                            .map(|(&v, &s)| v & -i64::from(s == 0))
+                            .sum();
+                        self.sum_i[0] += i128::from(kept);
+                        return;
+                    }
+                    let part = &mut self.part;
+                    for (&v, &s) in x.iter().zip(slots) {
+                        part[s as usize] += v;
+                    }
+                    for (p, s) in part.iter_mut().zip(&mut self.sum_i) {
+                        *s += i128::from(*p);
+                        *p = 0;
+                    }
+                } else {
+                    for (&v, &s) in x.iter().zip(slots) {
+                        self.sum_i[s as usize] += i128::from(v);
+                    }
+                }
+            }
+            AggFunc::Min => {
+                for (&v, &s) in x.iter().zip(slots) {
+                    let m = &mut self.min_i[s as usize];
+                    *m = (*m).min(v);
+                }
+            }
+            AggFunc::Max => {
+                for (&v, &s) in x.iter().zip(slots) {
+                    let m = &mut self.max_i[s as usize];
+                    *m = (*m).max(v);
+                }
+            }
+            AggFunc::Count | AggFunc::CountStar => {}
+        }
+    }
+
+    /// Adds a block of floats in row order (so sums match the reference bit for bit).
+    fn add_floats(&mut self, func: AggFunc, x: &[f64], slots: &[u32]) {
+        for (&v, &s) in x.iter().zip(slots) {
+            let s = s as usize;
+            match func {
+                AggFunc::Sum | AggFunc::Avg => self.sum_f[s] += v,
+                // Same order as `Value::sort_cmp` (total order), so min and max match.
+                AggFunc::Min => {
+                    if !self.has_f[s] || v.total_cmp(&self.min_f[s]).is_lt() {
+                        self.min_f[s] = v;
+                    }
+                    self.has_f[s] = true;
+                }
+                AggFunc::Max => {
+                    if !self.has_f[s] || v.total_cmp(&self.max_f[s]).is_gt() {
+                        self.max_f[s] = v;
+                    }
+                    self.has_f[s] = true;
+                }
+                AggFunc::Count | AggFunc::CountStar => {}
+            }
+        }
+    }
+
+    fn to_acc(&self, s: usize, ty: Option<SqlType>) -> Acc {
+        let count = self.count[s];
+        let (min, max) = match ty {
+            _ if count == 0 => (None, None),
+            Some(SqlType::Float) => (Some(Value::Float(self.min_f[s])), Some(Value::Float(self.max_f[s]))),
+            Some(t) => (
+                make_integral(i128::from(self.min_i[s]), t).ok(),
+                make_integral(i128::from(self.max_i[s]), t).ok(),
+            ),
+            None => (None, None),
+        };
+        Acc {
+            count,
+            sum_i: self.sum_i[s],
+            sum_f: self.sum_f[s],
+            min,
+            max,
+        }
+    }
+}
+
+/// Evaluates expressions over one block (all rows, or a selection of positions).
+struct BlockEval<'a, 'c> {
+    columns: &'a HashMap<usize, ChunkColumn<'c>>,
+    checked: bool,
+    idx: Vec<usize>,
+    sparse: bool,
+    b: usize,
+    n: usize,
+    pool: Vec<Vec<i64>>,
+}
+
+fn overflow() -> Error {
+    Error::invalid("arithmetic overflow (the result does not fit a 64-bit decimal)")
+}
+
+impl BlockEval<'_, '_> {
+    fn len(&self) -> usize {
+        if self.sparse { self.idx.len() } else { self.n }
+    }
+
+    fn sel(&self) -> Option<&[usize]> {
+        self.sparse.then_some(self.idx.as_slice())
+    }
+
+    fn give(&mut self, b: Block) {
+        if let Block::Ints(v) = b {
+            self.pool.push(v);
+        }
+    }
+
+    fn ints(&mut self) -> Vec<i64> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+
+    fn eval(&mut self, e: &Expr) -> Result<Block> {
+        if e.ty() == SqlType::Float {
+            return Ok(Block::Floats(self.eval_f(e)?));
+        }
+        Ok(Block::Ints(self.eval_i(e)?))
+    }
+
+    fn eval_f(&mut self, e: &Expr) -> Result<Vec<f64>> {
+        let k = self.len();
+        Ok(match e {
+            Expr::Column { index, .. } => {
+                let col = self.columns.get(index).ok_or_else(|| Error::invalid("column not open"))?;
+                let mut out = Block::Floats(Vec::with_capacity(k));
+                col.load(self.b, self.n, self.sel(), &mut out)?;
+                match out {
+                    Block::Floats(v) => v,
+                    Block::Ints(v) => v.iter().map(|&x| x as f64).collect(),
+                }
+            }
+            Expr::Lit(v, _) => vec![v.as_f64(); k],
+            Expr::Arith { op, l, r, .. } => {
+                let a = self.eval_f(l)?;
+                let b = self.eval_f(r)?;
+                a.iter()
+                    .zip(&b)
+                    .map(|(&x, &y)| match op {
+                        ArithOp::Add => x + y,
+                        ArithOp::Sub => x - y,
+                        ArithOp::Mul => x * y,
+                        ArithOp::Div => x / y,
+                    })
+                    .collect()
+            }
+            Expr::Neg(x, _) => self.eval_f(x)?.iter().map(|v| -v).collect(),
+            Expr::Cast(x, _) => {
+                let s = x.ty().scale();
+                let v = self.eval_i(x)?;
+                let d = pow10(s) as f64;
+                let out = v.iter().map(|&x| x as f64 / d).collect();
+                self.pool.push(v);
+                out
+            }
+            _ => return Err(Error::unsupported("float expression in the block evaluator")),
+        })
+    }
+
+    fn eval_i(&mut self, e: &Expr) -> Result<Vec<i64>> {
+        let k = self.len();
+        Ok(match e {
+            Expr::Column { index, .. } => {
+                let col = self.columns.get(index).ok_or_else(|| Error::invalid("column not open"))?;
+                let mut out = Block::Ints(self.ints());
+                col.load(self.b, self.n, self.sel(), &mut out)?;
+                match out {
+                    Block::Ints(v) => v,
+                    Block::Floats(_) => return Err(Error::invalid("float column read as integers")),
+                }
+            }
+            Expr::Lit(v, _) => {
+                let x = lit_i128(v)
+                    .or(match v {
+                        Value::Bool(b) => Some(i128::from(*b)),
+                        _ => None,
+                    })
+                    .and_then(|x| i64::try_from(x).ok())
+                    .ok_or_else(overflow)?;
+                let mut out = self.ints();
+                out.resize(k, x);
+                out
+            }
+            Expr::Arith { op, l, r, .. } => {
+                let mut a = self.eval_i(l)?;
+                let b = self.eval_i(r)?;
+                if self.checked {
+                    for (x, &y) in a.iter_mut().zip(&b) {
+                        *x = match op {
+                            ArithOp::Add => x.checked_add(y),
+                            ArithOp::Sub => x.checked_sub(y),
+                            ArithOp::Mul => x.checked_mul(y),
+                            ArithOp::Div => None,
+                        }
+                        .ok_or_else(overflow)?;
+                    }
+                } else {
+                    match op {
+                        ArithOp::Add => a.iter_mut().zip(&b).for_each(|(x, &y)| *x = x.wrapping_add(y)),
+                        ArithOp::Sub => a.iter_mut().zip(&b).for_each(|(x, &y)| *x = x.wrapping_sub(y)),
+                        ArithOp::Mul => a.iter_mut().zip(&b).for_each(|(x, &y)| *x = x.wrapping_mul(y)),
+                        ArithOp::Div => return Err(Error::invalid("integer division in the IR")),
+                    }
+                }
+                self.pool.push(b);
+                a
+            }
+            Expr::Neg(x, _) => {
+                let mut a = self.eval_i(x)?;
+                for v in &mut a {
+                    *v = v.checked_neg().ok_or_else(overflow)?;
+                }
+                a
+            }
+            Expr::Cast(x, to) => {
+                let (fs, ts) = (x.ty().scale(), to.scale());
+                if x.ty() == SqlType::Float {
+                    let f = self.eval_f(x)?;
+                    let m = pow10(ts) as f64;
+                    let mut out = self.ints();
+                    for &v in &f {
+                        let s = (v * m).round();
+                        if !s.is_finite() || s.abs() >= 9.2e18 {
+                            return Err(overflow());
+                        }
+                        out.push(s as i64);
+                    }
+                    out
+                } else {
+                    let mut a = self.eval_i(x)?;
+                    if ts > fs {
+                        let m = pow10(ts - fs);
+                        for v in &mut a {
+                            *v = v.checked_mul(m).ok_or_else(overflow)?;
+                        }
+                    } else if ts < fs {
+                        for v in &mut a {
+                            *v = div_round(i128::from(*v), fs - ts) as i64;
+                        }
+                    }
+                    a
+                }
+            }
+            e if e.ty() == SqlType::Bool => {
+                let m = self.eval_bool(e)?;
+                let mut out = self.ints();
+                out.extend(m.iter().map(|&b| i64::from(b)));
+                out
+            }
+            _ => return Err(Error::unsupported("integer expression in the block evaluator")),
+        })
+    }
+
+    fn eval_bool(&mut self, e: &Expr) -> Result<Vec<u8>> {
+        let k = self.len();
+        Ok(match e {
+            Expr::Cmp { op, l, r } => {
+                let op = *op;
+                if l.ty() == SqlType::Float || r.ty() == SqlType::Float {
+                    let a = self.eval_f(l)?;
+                    let b = self.eval_f(r)?;
+                    a.iter()
+                        .zip(&b)
+                        .map(|(x, y)| u8::from(op.holds(x.total_cmp(y))))
+                        .collect()
+                } else {
+                    let a = self.eval_i(l)?;
+                    let b = self.eval_i(r)?;
+                    let out = a
+                        .iter()
+                        .zip(&b)
+                        .map(|(x, y)| u8::from(op.holds(x.cmp(y))))
+                        .collect();
+                    self.pool.push(a);
+                    self.pool.push(b);
+                    out
+                }
+            }
+            Expr::And(v) => {
+                let mut m = vec![1u8; k];
+                for x in v {
+                    let y = self.eval_bool(x)?;
+                    m.iter_mut().zip(&y).for_each(|(a, &b)| *a &= b);
+                }
+                m
+            }
+            Expr::Or(v) => {
+                let mut m = vec![0u8; k];
+                for x in v {
+                    let y = self.eval_bool(x)?;
+                    m.iter_mut().zip(&y).for_each(|(a, &b)| *a |= b);
+                }
+                m
+            }
+            Expr::Not(x) => self.eval_bool(x)?.iter().map(|&b| b ^ 1).collect(),
+            Expr::InList { e, list, negated } => {
+                if e.ty() == SqlType::Float {
+                    let a = self.eval_f(e)?;
+                    let set: Vec<f64> = list.iter().map(Value::as_f64).collect();
+                    a.iter()
+                        .map(|x| u8::from(set.iter().any(|y| x.total_cmp(y).is_eq()) != *negated))
+                        .collect()
+                } else {
+                    let a = self.eval_i(e)?;
+                    let set: Vec<i128> = list.iter().filter_map(lit_i128).collect();
+                    let out = a
+                        .iter()
+                        .map(|&x| u8::from(set.contains(&i128::from(x)) != *negated))
+                        .collect();
+                    self.pool.push(a);
+                    out
+                }
+            }
+            Expr::Lit(Value::Bool(b), _) => vec![u8::from(*b); k],
+            Expr::Column { .. } => {
+                let a = self.eval_i(e)?;
+                let out = a.iter().map(|&x| u8::from(x != 0)).collect();
+                self.pool.push(a);
+                out
+            }
+            _ => return Err(Error::unsupported("predicate in the block evaluator")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_round_the_right_way() {
+        // col(scale 2) < 0.055  <=>  col * 10 < 55  <=>  col <= 5
+        assert_eq!(range_of(CmpOp::Lt, 10, 55).map(|r| r.1), Some(5));
+        assert_eq!(range_of(CmpOp::Le, 10, 55).map(|r| r.1), Some(5));
+        assert_eq!(range_of(CmpOp::Gt, 10, 55).map(|r| r.0), Some(6));
+        assert_eq!(range_of(CmpOp::Ge, 10, 50).map(|r| r.0), Some(5));
+        assert_eq!(range_of(CmpOp::Ge, 10, -55).map(|r| r.0), Some(-5));
+        assert_eq!(range_of(CmpOp::Lt, 10, -55).map(|r| r.1), Some(-6));
+        assert_eq!(range_of(CmpOp::Eq, 10, 55), Some((1, 0)));
+        assert_eq!(range_of(CmpOp::Ne, 10, 55), None);
+    }
+}

@@ -1,0 +1,886 @@
+//! SQL text to a bound [`Query`]: `sqlparser` parses, this module checks the subset it supports
+//! (one table, filter, aggregates, GROUP BY, HAVING, ORDER BY, LIMIT), binds names to the
+//! file's columns and types every expression, folding constants (`DATE '1998-12-01' - INTERVAL
+//! '90' DAY` becomes `DATE '1998-09-02'`).
+
+use sqlparser::ast::{self, BinaryOperator, DataType, FunctionArg, FunctionArgExpr, SelectItem};
+use sqlparser::dialect::DuckDbDialect;
+use sqlparser::parser::Parser;
+use zipflow_core::{Error, Result};
+
+use crate::expr::{
+    self, ArithOp, CmpOp, Expr, MAX_SCALE, SqlType, Value, add_months, cast_value, fold,
+    parse_date,
+};
+use crate::query::{AggFunc, Aggregate, OutputColumn, Query};
+
+fn unsupported(what: impl std::fmt::Display) -> Error {
+    Error::unsupported(format!("{what} (queries are single-table select/filter/aggregate)"))
+}
+
+/// The table a query reads: the text of its FROM clause (`'file.zf'`, `"file.zf"` or a name).
+pub fn table_of(sql: &str) -> Result<String> {
+    let select = parse_select(sql)?;
+    table_name(&select.0)
+}
+
+type Parsed = (ast::Select, Option<ast::OrderBy>, Option<ast::LimitClause>);
+
+fn parse_select(sql: &str) -> Result<Parsed> {
+    let mut statements = Parser::parse_sql(&DuckDbDialect {}, sql)
+        .map_err(|e| Error::invalid(format!("SQL syntax: {e}")))?;
+    if statements.len() != 1 {
+        return Err(Error::invalid(format!(
+            "expected one SQL statement, got {}",
+            statements.len()
+        )));
+    }
+    let ast::Statement::Query(query) = statements.remove(0) else {
+        return Err(unsupported("statements other than SELECT"));
+    };
+    let query = *query;
+    if query.with.is_some() {
+        return Err(unsupported("WITH (common table expressions)"));
+    }
+    if query.fetch.is_some() {
+        return Err(unsupported("FETCH"));
+    }
+    let select = match *query.body {
+        ast::SetExpr::Select(s) => *s,
+        ast::SetExpr::SetOperation { op, .. } => return Err(unsupported(format!("{op}"))),
+        ast::SetExpr::Query(_) => return Err(unsupported("subqueries")),
+        ast::SetExpr::Values(_) => return Err(unsupported("VALUES")),
+        other => return Err(unsupported(format!("`{other}`"))),
+    };
+    Ok((select, query.order_by, query.limit_clause))
+}
+
+fn table_name(select: &ast::Select) -> Result<String> {
+    match select.from.as_slice() {
+        [] => Err(Error::invalid("the query has no FROM clause")),
+        [t] => {
+            if !t.joins.is_empty() {
+                return Err(unsupported("joins"));
+            }
+            match &t.relation {
+                ast::TableFactor::Table { name, args, .. } => {
+                    if args.is_some() {
+                        return Err(unsupported("table functions"));
+                    }
+                    let parts: Vec<String> = name
+                        .0
+                        .iter()
+                        .map(|p| match p {
+                            ast::ObjectNamePart::Identifier(i) => i.value.clone(),
+                            ast::ObjectNamePart::Function(f) => f.name.value.clone(),
+                        })
+                        .collect();
+                    Ok(parts.join("."))
+                }
+                ast::TableFactor::Derived { .. } => Err(unsupported("subqueries in FROM")),
+                other => Err(unsupported(format!("FROM `{other}`"))),
+            }
+        }
+        _ => Err(unsupported("joins (more than one table in FROM)")),
+    }
+}
+
+/// Columns a query can refer to: name and type, in file order.
+pub trait Schema {
+    /// `(name, type)` of every column.
+    fn columns(&self) -> Vec<(String, SqlType)>;
+}
+
+/// Parses `sql` and binds it to a table with `columns`.
+pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
+    let (select, order_by, limit) = parse_select(sql)?;
+    let table = table_name(&select)?;
+    if select.distinct.is_some() {
+        return Err(unsupported("DISTINCT"));
+    }
+    if select.top.is_some() {
+        return Err(unsupported("TOP"));
+    }
+    if select.prewhere.is_some() || select.qualify.is_some() {
+        return Err(unsupported("PREWHERE/QUALIFY"));
+    }
+    if !select.named_window.is_empty() {
+        return Err(unsupported("window definitions"));
+    }
+    let mut b = Binder {
+        columns,
+        keys: Vec::new(),
+        key_asts: Vec::new(),
+        aggregates: Vec::new(),
+        mode: Mode::Rows,
+    };
+    let filter = match &select.selection {
+        Some(e) => Some(bool_expr(b.bind(e)?, "WHERE")?),
+        None => None,
+    };
+    let group_asts = match &select.group_by {
+        ast::GroupByExpr::All(_) => return Err(unsupported("GROUP BY ALL")),
+        ast::GroupByExpr::Expressions(v, mods) => {
+            if !mods.is_empty() {
+                return Err(unsupported("GROUP BY modifiers (ROLLUP, CUBE, ...)"));
+            }
+            v.clone()
+        }
+    };
+    // Select aliases may be used in GROUP BY, as most engines allow.
+    let aliases: Vec<(String, ast::Expr)> = select
+        .projection
+        .iter()
+        .filter_map(|p| match p {
+            SelectItem::ExprWithAlias { expr, alias } => {
+                Some((alias.value.to_lowercase(), expr.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    for g in &group_asts {
+        let g = resolve_alias(g, &aliases);
+        let e = b.bind(&g)?;
+        if !matches!(e, Expr::Column { .. }) {
+            return Err(unsupported(format!(
+                "GROUP BY on an expression (`{g}`); group by columns"
+            )));
+        }
+        b.keys.push(e);
+        b.key_asts.push(g);
+    }
+    let aggregating = !group_asts.is_empty() || select.projection.iter().any(has_aggregate);
+    b.mode = if aggregating { Mode::Aggregated } else { Mode::Rows };
+    let mut output = Vec::new();
+    for item in &select.projection {
+        match item {
+            SelectItem::UnnamedExpr(e) => output.push(OutputColumn {
+                name: e.to_string(),
+                expr: b.bind(e)?,
+            }),
+            SelectItem::ExprWithAlias { expr, alias } => output.push(OutputColumn {
+                name: alias.value.clone(),
+                expr: b.bind(expr)?,
+            }),
+            SelectItem::Wildcard(_) => {
+                if aggregating {
+                    return Err(unsupported("SELECT * with aggregates"));
+                }
+                for (i, (name, ty)) in columns.iter().enumerate() {
+                    output.push(OutputColumn {
+                        name: name.clone(),
+                        expr: Expr::Column { index: i, ty: *ty },
+                    });
+                }
+            }
+            other => return Err(unsupported(format!("select item `{other}`"))),
+        }
+    }
+    let having = match &select.having {
+        Some(h) if aggregating => Some(bool_expr(b.bind(h)?, "HAVING")?),
+        Some(_) => return Err(unsupported("HAVING without aggregates")),
+        None => None,
+    };
+    let shown = output.len();
+    let mut order = Vec::new();
+    if let Some(ob) = order_by {
+        let ast::OrderByKind::Expressions(items) = ob.kind else {
+            return Err(unsupported("ORDER BY ALL"));
+        };
+        for item in items {
+            let desc = match item.options.sort {
+                Some(ast::OrderBySort::Desc) => true,
+                Some(ast::OrderBySort::Asc) | None => false,
+                Some(other) => return Err(unsupported(format!("ORDER BY {other:?}"))),
+            };
+            if item.options.nulls_first.is_some() {
+                return Err(unsupported("NULLS FIRST/LAST"));
+            }
+            let idx = order_target(&item.expr, &select.projection, shown)?;
+            let idx = match idx {
+                Some(i) => i,
+                None => {
+                    let e = b.bind(&item.expr)?;
+                    match output.iter().position(|o| o.expr == e) {
+                        Some(i) => i,
+                        None => {
+                            output.push(OutputColumn {
+                                name: item.expr.to_string(),
+                                expr: e,
+                            });
+                            output.len() - 1
+                        }
+                    }
+                }
+            };
+            order.push((idx, desc));
+        }
+    }
+    let (limit, offset) = match limit {
+        None => (None, 0),
+        Some(ast::LimitClause::LimitOffset {
+            limit,
+            offset,
+            limit_by,
+        }) => {
+            if !limit_by.is_empty() {
+                return Err(unsupported("LIMIT BY"));
+            }
+            let l = limit.as_ref().map(|e| count_literal(e, "LIMIT")).transpose()?;
+            let o = offset
+                .as_ref()
+                .map(|o| count_literal(&o.value, "OFFSET"))
+                .transpose()?;
+            (l, o.unwrap_or(0))
+        }
+        Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => (
+            Some(count_literal(&limit, "LIMIT")?),
+            count_literal(&offset, "OFFSET")?,
+        ),
+    };
+    let hidden = output.len() - shown;
+    Ok(Query {
+        table,
+        filter,
+        keys: b.keys,
+        aggregates: b.aggregates,
+        aggregating,
+        having,
+        output,
+        hidden,
+        order_by: order,
+        limit,
+        offset,
+    })
+}
+
+fn resolve_alias(e: &ast::Expr, aliases: &[(String, ast::Expr)]) -> ast::Expr {
+    if let ast::Expr::Identifier(id) = e
+        && let Some((_, x)) = aliases.iter().find(|(a, _)| *a == id.value.to_lowercase())
+    {
+        return x.clone();
+    }
+    e.clone()
+}
+
+/// ORDER BY by position (`ORDER BY 2`) or by an output alias.
+fn order_target(e: &ast::Expr, projection: &[SelectItem], shown: usize) -> Result<Option<usize>> {
+    if let ast::Expr::Value(v) = e
+        && let ast::Value::Number(n, _) = &v.value
+    {
+        let k: usize = n
+            .parse()
+            .map_err(|_| Error::invalid(format!("ORDER BY position `{n}`")))?;
+        if k == 0 || k > shown {
+            return Err(Error::invalid(format!(
+                "ORDER BY position {k} is not in 1..={shown}"
+            )));
+        }
+        return Ok(Some(k - 1));
+    }
+    if let ast::Expr::Identifier(id) = e {
+        for (i, p) in projection.iter().enumerate() {
+            if let SelectItem::ExprWithAlias { alias, .. } = p
+                && alias.value.eq_ignore_ascii_case(&id.value)
+            {
+                return Ok(Some(i));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn count_literal(e: &ast::Expr, what: &str) -> Result<u64> {
+    if let ast::Expr::Value(v) = e
+        && let ast::Value::Number(n, _) = &v.value
+        && let Ok(k) = n.parse::<u64>()
+    {
+        return Ok(k);
+    }
+    Err(unsupported(format!("{what} `{e}` (only a number)")))
+}
+
+fn bool_expr(e: Expr, clause: &str) -> Result<Expr> {
+    if e.ty() != SqlType::Bool {
+        return Err(Error::invalid(format!(
+            "{clause} needs a boolean expression, got {}",
+            e.ty()
+        )));
+    }
+    Ok(e)
+}
+
+fn aggregate_name(name: &str) -> Option<&'static str> {
+    match name.to_lowercase().as_str() {
+        "sum" => Some("sum"),
+        "count" => Some("count"),
+        "min" => Some("min"),
+        "max" => Some("max"),
+        "avg" | "mean" => Some("avg"),
+        _ => None,
+    }
+}
+
+fn has_aggregate(item: &SelectItem) -> bool {
+    let e = match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
+        _ => return false,
+    };
+    let text = e.to_string().to_lowercase();
+    ["sum(", "count(", "min(", "max(", "avg(", "mean("]
+        .iter()
+        .any(|f| text.contains(f))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Expressions over table rows.
+    Rows,
+    /// Expressions over aggregates and group keys.
+    Aggregated,
+}
+
+struct Binder<'a> {
+    columns: &'a [(String, SqlType)],
+    keys: Vec<Expr>,
+    key_asts: Vec<ast::Expr>,
+    aggregates: Vec<Aggregate>,
+    mode: Mode,
+}
+
+/// A constant interval: months and days.
+struct Interval {
+    months: i64,
+    days: i64,
+}
+
+impl Binder<'_> {
+    fn column(&self, name: &str) -> Result<Expr> {
+        let found = self
+            .columns
+            .iter()
+            .position(|(n, _)| n == name)
+            .or_else(|| {
+                self.columns
+                    .iter()
+                    .position(|(n, _)| n.eq_ignore_ascii_case(name))
+            });
+        let Some(index) = found else {
+            let names: Vec<&str> = self.columns.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(Error::invalid(format!(
+                "no column `{name}` (columns: {})",
+                names.join(", ")
+            )));
+        };
+        let col = Expr::Column {
+            index,
+            ty: self.columns[index].1,
+        };
+        if self.mode == Mode::Aggregated {
+            return match self.keys.iter().position(|k| *k == col) {
+                Some(i) => Ok(Expr::KeyRef(i, col.ty())),
+                None => Err(Error::invalid(format!(
+                    "column `{name}` must appear in GROUP BY or inside an aggregate"
+                ))),
+            };
+        }
+        Ok(col)
+    }
+
+    fn bind(&mut self, e: &ast::Expr) -> Result<Expr> {
+        let out = self.bind_inner(e)?;
+        if out.is_constant() && !matches!(out, Expr::Lit(..)) {
+            return fold(&out);
+        }
+        Ok(out)
+    }
+
+    fn bind_inner(&mut self, e: &ast::Expr) -> Result<Expr> {
+        use ast::Expr as A;
+        match e {
+            A::Identifier(id) => self.column(&id.value),
+            A::CompoundIdentifier(ids) => match ids.last() {
+                Some(id) => self.column(&id.value),
+                None => Err(Error::invalid("empty identifier")),
+            },
+            A::Nested(x) => self.bind(x),
+            A::Value(v) => literal(&v.value),
+            A::TypedString(ts) => {
+                let text = match &ts.value.value {
+                    ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s,
+                    other => return Err(unsupported(format!("typed literal `{other}`"))),
+                };
+                match ts.data_type {
+                    DataType::Date => Ok(Expr::Lit(Value::Date(parse_date(text)?), SqlType::Date)),
+                    ref t => Err(unsupported(format!("{t} literals"))),
+                }
+            }
+            A::Interval(_) => Err(unsupported(
+                "an INTERVAL outside `date + INTERVAL` / `date - INTERVAL`",
+            )),
+            A::UnaryOp { op, expr } => {
+                let x = self.bind(expr)?;
+                match op {
+                    ast::UnaryOperator::Not => Ok(Expr::Not(Box::new(bool_expr(x, "NOT")?))),
+                    ast::UnaryOperator::Minus => {
+                        if !x.ty().is_numeric() {
+                            return Err(Error::invalid(format!("cannot negate {}", x.ty())));
+                        }
+                        let ty = x.ty();
+                        Ok(Expr::Neg(Box::new(x), ty))
+                    }
+                    ast::UnaryOperator::Plus => Ok(x),
+                    other => Err(unsupported(format!("operator {other}"))),
+                }
+            }
+            A::BinaryOp { left, op, right } => self.binary(left, op, right),
+            A::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let x = self.bind(expr)?;
+                let lo = self.bind(low)?;
+                let hi = self.bind(high)?;
+                let ge = compare(CmpOp::Ge, x.clone(), lo)?;
+                let le = compare(CmpOp::Le, x, hi)?;
+                let both = Expr::And(vec![ge, le]);
+                Ok(if *negated {
+                    Expr::Not(Box::new(both))
+                } else {
+                    both
+                })
+            }
+            A::In {
+                expr,
+                target: ast::InTarget::List(list),
+                negated,
+                ..
+            } => {
+                let x = self.bind(expr)?;
+                let mut values = Vec::with_capacity(list.len());
+                for item in list {
+                    let lit = self.bind(item)?;
+                    let (a, b) = coerce(x.clone(), lit)?;
+                    let Expr::Lit(v, _) = (if b.is_constant() { fold(&b)? } else { b }) else {
+                        return Err(unsupported("IN lists with non-constant items"));
+                    };
+                    if a != x {
+                        return Err(unsupported(format!(
+                            "IN list of type {} on a {} value",
+                            a.ty(),
+                            x.ty()
+                        )));
+                    }
+                    values.push(v);
+                }
+                Ok(Expr::InList {
+                    e: Box::new(x),
+                    list: values,
+                    negated: *negated,
+                })
+            }
+            A::IsNull(x) => Ok(Expr::IsNull {
+                e: Box::new(self.bind(x)?),
+                negated: false,
+            }),
+            A::IsNotNull(x) => Ok(Expr::IsNull {
+                e: Box::new(self.bind(x)?),
+                negated: true,
+            }),
+            A::Cast {
+                expr, data_type, ..
+            } => {
+                let x = self.bind(expr)?;
+                let to = sql_type(data_type)?;
+                if x.ty() == to {
+                    return Ok(x);
+                }
+                if let Expr::Lit(v, from) = &x {
+                    return Ok(Expr::Lit(cast_value(v, *from, to)?, to));
+                }
+                Ok(Expr::Cast(Box::new(x), to))
+            }
+            A::Function(f) => self.function(f),
+            A::Subquery(_) | A::Exists { .. } | A::In { .. } => {
+                Err(unsupported("subqueries"))
+            }
+            A::Like { .. } | A::ILike { .. } | A::SimilarTo { .. } | A::RLike { .. } => {
+                Err(unsupported("LIKE / pattern matching"))
+            }
+            A::Case { .. } => Err(unsupported("CASE")),
+            A::Extract { .. } => Err(unsupported("EXTRACT")),
+            other => Err(unsupported(format!("expression `{other}`"))),
+        }
+    }
+
+    fn function(&mut self, f: &ast::Function) -> Result<Expr> {
+        let name = f.name.to_string();
+        if f.over.is_some() {
+            return Err(unsupported("window functions (OVER)"));
+        }
+        if f.filter.is_some() {
+            return Err(unsupported("aggregate FILTER"));
+        }
+        let Some(func) = aggregate_name(&name) else {
+            return Err(unsupported(format!("function `{name}`")));
+        };
+        let ast::FunctionArguments::List(list) = &f.args else {
+            return Err(unsupported(format!("`{name}` without an argument list")));
+        };
+        if list.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct) {
+            return Err(unsupported("DISTINCT aggregates"));
+        }
+        if !list.clauses.is_empty() {
+            return Err(unsupported("clauses inside aggregate calls"));
+        }
+        if self.mode != Mode::Aggregated {
+            return Err(Error::invalid(format!(
+                "aggregate `{name}` is not allowed here (WHERE and GROUP BY see rows)"
+            )));
+        }
+        let arg = match list.args.as_slice() {
+            [FunctionArg::Unnamed(FunctionArgExpr::Wildcard)] if func == "count" => None,
+            [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] => {
+                self.mode = Mode::Rows;
+                let bound = self.bind(x);
+                self.mode = Mode::Aggregated;
+                Some(bound?)
+            }
+            _ => return Err(unsupported(format!("`{name}` with these arguments"))),
+        };
+        let (func, ty) = match (func, &arg) {
+            ("count", None) => (AggFunc::CountStar, SqlType::Int),
+            ("count", Some(_)) => (AggFunc::Count, SqlType::Int),
+            (_, None) => return Err(Error::invalid(format!("`{name}(*)`"))),
+            ("sum", Some(a)) => {
+                let ty = match a.ty() {
+                    SqlType::Int | SqlType::Bool => SqlType::Decimal(0),
+                    SqlType::Decimal(s) => SqlType::Decimal(s),
+                    SqlType::Float => SqlType::Float,
+                    t => return Err(Error::invalid(format!("sum of {t}"))),
+                };
+                (AggFunc::Sum, ty)
+            }
+            ("avg", Some(a)) => {
+                if !a.ty().is_numeric() {
+                    return Err(Error::invalid(format!("avg of {}", a.ty())));
+                }
+                (AggFunc::Avg, SqlType::Float)
+            }
+            ("min", Some(a)) => (AggFunc::Min, a.ty()),
+            (_, Some(a)) => (AggFunc::Max, a.ty()),
+        };
+        let agg = Aggregate { func, arg, ty };
+        let i = match self.aggregates.iter().position(|a| *a == agg) {
+            Some(i) => i,
+            None => {
+                self.aggregates.push(agg);
+                self.aggregates.len() - 1
+            }
+        };
+        Ok(Expr::AggRef(i, ty))
+    }
+
+    fn binary(&mut self, left: &ast::Expr, op: &BinaryOperator, right: &ast::Expr) -> Result<Expr> {
+        if matches!(op, BinaryOperator::Plus | BinaryOperator::Minus)
+            && let ast::Expr::Interval(iv) = right
+        {
+            let base = self.bind(left)?;
+            let iv = interval(iv)?;
+            let sign = if *op == BinaryOperator::Minus { -1 } else { 1 };
+            return add_interval(base, &iv, sign);
+        }
+        if *op == BinaryOperator::Plus
+            && let ast::Expr::Interval(iv) = left
+        {
+            let base = self.bind(right)?;
+            return add_interval(base, &interval(iv)?, 1);
+        }
+        let l = self.bind(left)?;
+        let r = self.bind(right)?;
+        match op {
+            BinaryOperator::And => Ok(Expr::And(vec![
+                bool_expr(l, "AND")?,
+                bool_expr(r, "AND")?,
+            ])),
+            BinaryOperator::Or => Ok(Expr::Or(vec![bool_expr(l, "OR")?, bool_expr(r, "OR")?])),
+            BinaryOperator::Eq => compare(CmpOp::Eq, l, r),
+            BinaryOperator::NotEq => compare(CmpOp::Ne, l, r),
+            BinaryOperator::Lt => compare(CmpOp::Lt, l, r),
+            BinaryOperator::LtEq => compare(CmpOp::Le, l, r),
+            BinaryOperator::Gt => compare(CmpOp::Gt, l, r),
+            BinaryOperator::GtEq => compare(CmpOp::Ge, l, r),
+            BinaryOperator::Plus => arith(ArithOp::Add, l, r),
+            BinaryOperator::Minus => arith(ArithOp::Sub, l, r),
+            BinaryOperator::Multiply => arith(ArithOp::Mul, l, r),
+            BinaryOperator::Divide => arith(ArithOp::Div, l, r),
+            other => Err(unsupported(format!("operator {other}"))),
+        }
+    }
+}
+
+fn literal(v: &ast::Value) -> Result<Expr> {
+    match v {
+        ast::Value::Number(n, _) => number(n),
+        ast::Value::SingleQuotedString(s) => Ok(Expr::Lit(Value::Str(s.clone()), SqlType::Str)),
+        ast::Value::Boolean(b) => Ok(Expr::Lit(Value::Bool(*b), SqlType::Bool)),
+        ast::Value::Null => Ok(Expr::Lit(Value::Null, SqlType::Int)),
+        other => Err(unsupported(format!("literal `{other}`"))),
+    }
+}
+
+/// A numeric literal: an integer, an exact decimal (`0.05` is decimal(_, 2)), or a float
+/// when written with an exponent.
+fn number(n: &str) -> Result<Expr> {
+    let bad = || Error::invalid(format!("number `{n}` out of range"));
+    if n.contains(['e', 'E']) {
+        let f: f64 = n.parse().map_err(|_| bad())?;
+        return Ok(Expr::Lit(Value::Float(f), SqlType::Float));
+    }
+    match n.split_once('.') {
+        None => Ok(Expr::Lit(
+            Value::Int(n.parse().map_err(|_| bad())?),
+            SqlType::Int,
+        )),
+        Some((int, frac)) => {
+            let scale = u8::try_from(frac.len()).map_err(|_| bad())?;
+            if scale > MAX_SCALE {
+                return Err(bad());
+            }
+            let digits = format!("{int}{frac}");
+            let v: i64 = if digits.is_empty() {
+                0
+            } else {
+                digits.parse().map_err(|_| bad())?
+            };
+            Ok(Expr::Lit(Value::Decimal(i128::from(v), scale), SqlType::Decimal(scale)))
+        }
+    }
+}
+
+fn sql_type(t: &DataType) -> Result<SqlType> {
+    Ok(match t {
+        DataType::Date => SqlType::Date,
+        DataType::Double(_)
+        | DataType::DoublePrecision
+        | DataType::Float(_)
+        | DataType::Float64
+        | DataType::Real => SqlType::Float,
+        DataType::Int(_)
+        | DataType::Integer(_)
+        | DataType::BigInt(_)
+        | DataType::SmallInt(_)
+        | DataType::Int64 => SqlType::Int,
+        DataType::Decimal(info) | DataType::Numeric(info) => match info {
+            ast::ExactNumberInfo::PrecisionAndScale(_, s) => match u8::try_from(*s) {
+                Ok(s) if s <= MAX_SCALE => SqlType::Decimal(s),
+                _ => return Err(unsupported(format!("decimal scale {s}"))),
+            },
+            _ => SqlType::Decimal(0),
+        },
+        DataType::Varchar(_) | DataType::Text | DataType::String(_) => SqlType::Str,
+        DataType::Boolean | DataType::Bool => SqlType::Bool,
+        other => return Err(unsupported(format!("type {other}"))),
+    })
+}
+
+fn interval(iv: &ast::Interval) -> Result<Interval> {
+    let text = match &*iv.value {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) => s.clone(),
+            ast::Value::Number(n, _) => n.clone(),
+            other => return Err(unsupported(format!("interval `{other}`"))),
+        },
+        other => return Err(unsupported(format!("interval `{other}`"))),
+    };
+    let mut words = text.split_whitespace();
+    let n: i64 = words
+        .next()
+        .and_then(|w| w.parse().ok())
+        .ok_or_else(|| Error::invalid(format!("interval `{text}`")))?;
+    let unit = match (&iv.leading_field, words.next()) {
+        (Some(f), None) => f.to_string().to_lowercase(),
+        (None, Some(w)) => w.to_lowercase(),
+        _ => return Err(unsupported(format!("interval `{iv}`"))),
+    };
+    if iv.last_field.is_some() {
+        return Err(unsupported(format!("interval `{iv}`")));
+    }
+    match unit.trim_end_matches('s') {
+        "day" => Ok(Interval { months: 0, days: n }),
+        "week" => Ok(Interval { months: 0, days: 7 * n }),
+        "month" => Ok(Interval { months: n, days: 0 }),
+        "year" => Ok(Interval { months: 12 * n, days: 0 }),
+        _ => Err(unsupported(format!("interval unit `{unit}`"))),
+    }
+}
+
+fn add_interval(base: Expr, iv: &Interval, sign: i64) -> Result<Expr> {
+    let base = if base.ty() == SqlType::Str {
+        coerce_to(base, SqlType::Date)?
+    } else {
+        base
+    };
+    if base.ty() != SqlType::Date {
+        return Err(Error::invalid(format!("cannot add an interval to {}", base.ty())));
+    }
+    if let Expr::Lit(v, _) = &base {
+        let Value::Date(d) = v else {
+            return Ok(Expr::Lit(Value::Null, SqlType::Date));
+        };
+        let moved = add_months(*d, sign * iv.months)?;
+        let days = i64::from(moved) + sign * iv.days;
+        let days = i32::try_from(days).map_err(|_| Error::invalid("date out of range"))?;
+        return Ok(Expr::Lit(Value::Date(days), SqlType::Date));
+    }
+    if iv.months != 0 {
+        return Err(unsupported(
+            "adding month or year intervals to a column (only to constant dates)",
+        ));
+    }
+    Ok(Expr::Arith {
+        op: ArithOp::Add,
+        l: Box::new(base),
+        r: Box::new(Expr::Lit(Value::Date(0), SqlType::Date).with_days(sign * iv.days)?),
+        ty: SqlType::Date,
+    })
+}
+
+impl Expr {
+    fn with_days(self, days: i64) -> Result<Expr> {
+        let d = i32::try_from(days).map_err(|_| Error::invalid("interval out of range"))?;
+        Ok(Expr::Lit(Value::Date(d), SqlType::Date))
+    }
+}
+
+/// Converts `e` to `to`, folding literals.
+fn coerce_to(e: Expr, to: SqlType) -> Result<Expr> {
+    if e.ty() == to {
+        return Ok(e);
+    }
+    if let Expr::Lit(v, from) = &e {
+        return Ok(Expr::Lit(cast_value(v, *from, to)?, to));
+    }
+    Ok(Expr::Cast(Box::new(e), to))
+}
+
+/// The common type two operands are compared (or added) in.
+fn common_type(a: SqlType, b: SqlType) -> Option<SqlType> {
+    use SqlType as T;
+    Some(match (a, b) {
+        (x, y) if x == y => x,
+        (T::Float, y) | (y, T::Float) if y.is_numeric() => T::Float,
+        (T::Decimal(s), T::Decimal(t)) => T::Decimal(s.max(t)),
+        (T::Decimal(s), T::Int) | (T::Int, T::Decimal(s)) => T::Decimal(s),
+        (T::Date, T::Str) | (T::Str, T::Date) => T::Date,
+        _ => return None,
+    })
+}
+
+fn coerce(a: Expr, b: Expr) -> Result<(Expr, Expr)> {
+    // NULL literals take the other side's type.
+    if matches!(a, Expr::Lit(Value::Null, _)) {
+        let t = b.ty();
+        return Ok((Expr::Lit(Value::Null, t), b));
+    }
+    if matches!(b, Expr::Lit(Value::Null, _)) {
+        let t = a.ty();
+        return Ok((a, Expr::Lit(Value::Null, t)));
+    }
+    let Some(t) = common_type(a.ty(), b.ty()) else {
+        return Err(Error::invalid(format!(
+            "cannot combine {} with {}",
+            a.ty(),
+            b.ty()
+        )));
+    };
+    if t == SqlType::Date && (a.ty() == SqlType::Str && !a.is_constant()
+        || b.ty() == SqlType::Str && !b.is_constant())
+    {
+        return Err(unsupported("comparing a string column with a date"));
+    }
+    Ok((coerce_to(a, t)?, coerce_to(b, t)?))
+}
+
+fn compare(op: CmpOp, l: Expr, r: Expr) -> Result<Expr> {
+    let (l, r) = coerce(l, r)?;
+    Ok(Expr::Cmp {
+        op,
+        l: Box::new(l),
+        r: Box::new(r),
+    })
+}
+
+fn arith(op: ArithOp, l: Expr, r: Expr) -> Result<Expr> {
+    use SqlType as T;
+    let (lt, rt) = (l.ty(), r.ty());
+    // Date arithmetic: date +- integer days, date - date.
+    if lt == T::Date || rt == T::Date {
+        return match (op, lt, rt) {
+            (ArithOp::Add | ArithOp::Sub, T::Date, T::Int) => {
+                let r = Expr::Cast(Box::new(r), T::Date);
+                let r = if r.is_constant() { fold(&r)? } else { r };
+                Ok(Expr::Arith {
+                    op,
+                    l: Box::new(l),
+                    r: Box::new(r),
+                    ty: T::Date,
+                })
+            }
+            (ArithOp::Sub, T::Date, T::Date) => Ok(Expr::Cast(
+                Box::new(Expr::Arith {
+                    op,
+                    l: Box::new(l),
+                    r: Box::new(r),
+                    ty: T::Date,
+                }),
+                T::Int,
+            )),
+            _ => Err(Error::invalid(format!("cannot apply {op:?} to {lt} and {rt}"))),
+        };
+    }
+    if !lt.is_numeric() || !rt.is_numeric() {
+        return Err(Error::invalid(format!(
+            "arithmetic needs numbers, got {lt} and {rt}"
+        )));
+    }
+    if op == ArithOp::Div || lt == T::Float || rt == T::Float {
+        return Ok(Expr::Arith {
+            op,
+            l: Box::new(coerce_to(l, T::Float)?),
+            r: Box::new(coerce_to(r, T::Float)?),
+            ty: T::Float,
+        });
+    }
+    if op == ArithOp::Mul {
+        let s = lt.scale() + rt.scale();
+        if s > MAX_SCALE {
+            return Err(unsupported(format!("a product of scale {s} (at most {MAX_SCALE})")));
+        }
+        let ty = if lt == T::Int && rt == T::Int {
+            T::Int
+        } else {
+            T::Decimal(s)
+        };
+        return Ok(Expr::Arith {
+            op,
+            l: Box::new(l),
+            r: Box::new(r),
+            ty,
+        });
+    }
+    let (l, r) = coerce(l, r)?;
+    let ty = l.ty();
+    Ok(Expr::Arith {
+        op,
+        l: Box::new(l),
+        r: Box::new(r),
+        ty,
+    })
+}
+
+/// Keeps `expr` imported for doc links.
+#[allow(dead_code)]
+fn _docs(_: expr::Value) {}

@@ -1,0 +1,804 @@
+//! CUDA C generation: one kernel per plan shape that decodes every stream of a chunk.
+//!
+//! Every node of the shape becomes a `__device__` function `zf_n<k>(env, p)` that returns the
+//! node's value at position `p` (`k` is the node's pre-order index). Fully parallel primitives
+//! (`plain`, `bitpack`, `for`, `zigzag`, `dict`, `constant`) compose as nested calls, so a
+//! `for | bitpack` value is unpacked and offset in registers and never stored in between.
+//! Primitives that need more than one position of their child are *materialised*: a stage
+//! of the kernel writes their whole output to a buffer first, and their parents read it:
+//!
+//! - `patch` and `float2int` fill the buffer from their child, then scatter their exceptions
+//!   (positions are strictly increasing, so each block finds its own by binary search);
+//! - `delta` is a block-wide wrapping prefix sum over the chunk, carried from tile to tile;
+//! - `rle` scans the run lengths (block-wide exclusive sum) and expands each run.
+//!
+//! Two kernel kinds follow from the shape ([`KernelKind`]):
+//! - **tile**: one thread block per 1024-value vector, for shapes without `delta`/`rle` whose
+//!   materialised nodes are all read at the output position; their buffers live in shared
+//!   memory, the root's is the output itself;
+//! - **chunk**: one thread block per chunk, for everything else; materialised buffers live in
+//!   a per-chunk region of a device scratch buffer (the root's, again, is the output).
+//!
+//! Per-chunk parameters (lengths, bit widths, references, buffer offsets) are read from a
+//! descriptor of `u64` slots ([`Kernel::nodes`] says which), so the source depends only on
+//! the shape and modules are reused across chunks and files.
+//!
+//! Kernel arguments, in order (see [`crate::decode`]):
+//! `const u8* in, u8* out, u8* scratch, const u64* prm, const u32* work, int* err`:
+//! the compressed bytes, the output (the column's physical type), the scratch buffer, the
+//! descriptors (`ZF_NPRM` slots per chunk), two `u32` per block (chunk index in `prm`, vector
+//! index) and an error word where the kernel ORs [`ERR_DICT`], [`ERR_RLE_ZERO`],
+//! [`ERR_RLE_SUM`] on corrupt data.
+
+use crate::shape::{Op, Shape};
+use zipflow_core::{Error, PType, Result};
+
+/// Threads per block of tile kernels (passed to NVRTC as `-DZF_THREADS`).
+pub const TILE_THREADS: u32 = 256;
+/// Threads per block of chunk kernels (passed to NVRTC as `-DZF_THREADS`).
+pub const CHUNK_THREADS: u32 = 1024;
+/// Error bit: a dictionary code at or past the dictionary's end.
+pub const ERR_DICT: i32 = 1;
+/// Error bit: an RLE run of length 0.
+pub const ERR_RLE_ZERO: i32 = 2;
+/// Error bit: RLE runs that do not add up to the node's length.
+pub const ERR_RLE_SUM: i32 = 4;
+/// Name of the generated kernel.
+pub const KERNEL_NAME: &str = "zf_decode";
+
+/// How a generated kernel maps thread blocks to work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelKind {
+    /// One block per 1024-value vector of a chunk.
+    Tile,
+    /// One block per chunk.
+    Chunk,
+}
+
+impl KernelKind {
+    /// Threads per block.
+    pub fn threads(self) -> u32 {
+        match self {
+            KernelKind::Tile => TILE_THREADS,
+            KernelKind::Chunk => CHUNK_THREADS,
+        }
+    }
+}
+
+/// Descriptor slots of one node (pre-order index = position in [`Kernel::nodes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSlots {
+    /// The primitive.
+    pub op: Op,
+    /// The node's physical type.
+    pub ptype: PType,
+    /// First slot: the node's length; the op's own parameters follow (see [`param_slots`]).
+    pub base: usize,
+    /// Slot holding the byte offset of the node's buffer in the scratch buffer (chunk kernels,
+    /// materialised nodes other than the root).
+    pub scratch: Option<usize>,
+    /// Pre-order indices of the children.
+    pub children: Vec<usize>,
+}
+
+/// A generated kernel.
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    /// The CUDA C source.
+    pub source: String,
+    /// Tile or chunk kernel.
+    pub kind: KernelKind,
+    /// Descriptor slots per chunk.
+    pub nparams: usize,
+    /// Slot layout of every node, in pre-order.
+    pub nodes: Vec<NodeSlots>,
+    /// The shape's key.
+    pub key: String,
+    /// The output's physical type.
+    pub out: PType,
+}
+
+/// Descriptor slot 0: the chunk's first output element in the output buffer.
+pub const SLOT_OUT: usize = 0;
+
+/// Parameter slots an op takes after its length slot, in order:
+/// - `plain`: byte offset of the values in `in`;
+/// - `bitpack`: byte offset of the packed words, bit width;
+/// - `for`: reference bits; `constant`: value bits; `delta`: base bits;
+/// - `patch`, `float2int`: byte offsets of positions and exception values, exception count
+///   (`float2int` then the bits of `10^E` as an f64);
+/// - `zigzag`, `rle`, `dict`: none (they read their children's length slots).
+pub fn param_slots(op: Op) -> usize {
+    match op {
+        Op::ZigZag | Op::Rle | Op::Dict => 0,
+        Op::Plain | Op::For | Op::Constant | Op::Delta => 1,
+        Op::BitPack => 2,
+        Op::Patch => 3,
+        Op::FloatToInt => 4,
+    }
+}
+
+/// The C type name of a physical type.
+fn ctype(p: PType) -> Result<&'static str> {
+    Ok(match p {
+        PType::I8 => "i8",
+        PType::I16 => "i16",
+        PType::I32 => "i32",
+        PType::I64 => "i64",
+        PType::U8 => "u8",
+        PType::U16 => "u16",
+        PType::U32 => "u32",
+        PType::U64 => "u64",
+        PType::F32 => "f32",
+        PType::F64 => "f64",
+        PType::Bytes => {
+            return Err(Error::unsupported(
+                "the GPU decoder does not handle byte strings",
+            ));
+        }
+    })
+}
+
+/// The unsigned arithmetic type integer ops of `p` compute in (wrapping, truncated on store).
+fn acc(p: PType) -> &'static str {
+    if p.byte_width() <= 4 { "u32" } else { "u64" }
+}
+
+/// Whether the shape needs a chunk kernel: `delta`/`rle` anywhere, or a materialised node
+/// read at positions other than the output's (under a dictionary's values or RLE children).
+pub fn kind_of(shape: &Shape) -> KernelKind {
+    fn chunk(s: &Shape, elsewhere: bool) -> bool {
+        if s.op.is_chunk_wide() || (elsewhere && s.op.is_materialised()) {
+            return true;
+        }
+        s.children.iter().enumerate().any(|(i, c)| {
+            let moved = elsewhere || (s.op == Op::Dict && i == 1) || s.op == Op::Rle;
+            chunk(c, moved)
+        })
+    }
+    if chunk(shape, false) {
+        KernelKind::Chunk
+    } else {
+        KernelKind::Tile
+    }
+}
+
+/// Checks the types the decoders require of each child, so that generated code is well typed.
+fn check_types(s: &Shape) -> Result<()> {
+    let bad = |what: &str| {
+        Err(Error::unsupported(format!(
+            "the GPU decoder has no code for `{}` over {} values with {what}",
+            s.op.name(),
+            s.ptype
+        )))
+    };
+    let n = s.children.len();
+    let child = |i: usize| s.children.get(i).map(|c| c.ptype);
+    let int = s.ptype.is_int();
+    let ok = match s.op {
+        Op::Plain => n == 0,
+        Op::BitPack => int && n == 0,
+        Op::Constant => n == 0,
+        Op::For | Op::ZigZag => int && n == 1 && child(0) == Some(s.ptype.to_unsigned()),
+        Op::Delta | Op::Patch => int && n == 1 && child(0) == Some(s.ptype),
+        Op::Rle => int && n == 2 && child(0) == Some(s.ptype) && child(1) == Some(PType::U32),
+        Op::Dict => {
+            int && n == 2
+                && matches!(child(0), Some(PType::U8 | PType::U16 | PType::U32))
+                && child(1) == Some(s.ptype)
+        }
+        Op::FloatToInt => match s.ptype {
+            PType::F64 => n == 1 && child(0) == Some(PType::I64),
+            PType::F32 => n == 1 && child(0) == Some(PType::I32),
+            _ => false,
+        },
+    };
+    if !ok {
+        let types: Vec<String> = s.children.iter().map(|c| c.ptype.to_string()).collect();
+        return bad(&format!("children of types [{}]", types.join(", ")));
+    }
+    s.children.iter().try_for_each(check_types)
+}
+
+/// Assigns descriptor slots in pre-order.
+fn layout(shape: &Shape, kind: KernelKind) -> (Vec<NodeSlots>, usize) {
+    let order = shape.preorder();
+    let mut nodes = Vec::with_capacity(order.len());
+    let mut next = SLOT_OUT + 1;
+    // Children's pre-order indices: walk again, tracking subtree sizes.
+    fn size(s: &Shape) -> usize {
+        1 + s.children.iter().map(size).sum::<usize>()
+    }
+    let mut starts = Vec::with_capacity(order.len());
+    {
+        fn walk(s: &Shape, at: usize, out: &mut Vec<Vec<usize>>) {
+            let mut child_at = at + 1;
+            let mut kids = Vec::new();
+            for c in &s.children {
+                kids.push(child_at);
+                child_at += size(c);
+            }
+            out[at] = kids;
+            let mut child_at = at + 1;
+            for c in &s.children {
+                walk(c, child_at, out);
+                child_at += size(c);
+            }
+        }
+        starts.resize(order.len(), Vec::new());
+        walk(shape, 0, &mut starts);
+    }
+    for (k, s) in order.iter().enumerate() {
+        let base = next;
+        next += 1 + param_slots(s.op);
+        let scratch = (kind == KernelKind::Chunk && k > 0 && s.op.is_materialised()).then(|| {
+            next += 1;
+            next - 1
+        });
+        nodes.push(NodeSlots {
+            op: s.op,
+            ptype: s.ptype,
+            base,
+            scratch,
+            children: std::mem::take(&mut starts[k]),
+        });
+    }
+    (nodes, next)
+}
+
+const PRELUDE: &str = r#"// Generated by zipflow-cuda. Shape: @SHAPE@ (@KIND@ kernel).
+#ifndef ZF_THREADS
+#error "ZF_THREADS must be defined (-DZF_THREADS=...)"
+#endif
+typedef signed char i8;
+typedef unsigned char u8;
+typedef short i16;
+typedef unsigned short u16;
+typedef int i32;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+typedef float f32;
+typedef double f64;
+#define ZF_NPRM @NPRM@
+// Consecutive values per thread in each step of a delta scan.
+#define ZF_DELTA_ITEMS 8u
+#define ZF_ERR_DICT 1
+#define ZF_ERR_RLE_ZERO 2
+#define ZF_ERR_RLE_SUM 4
+
+struct Env {
+  const u8* in;
+  u8* scratch;
+  const u64* prm;
+  int* err;
+};
+
+// Value `p` of a FastLanes bit-packed stream of BITS-bit words at width W: vector p / 1024,
+// position q in it; q = FL_ORDER[row / 8] * 16 + (row % 8) * 128 + lane, lane < 1024 / BITS,
+// and the row's bits start at bit row * W of the lane's words (word k at LANES * k + lane).
+template <typename U, typename A, int BITS>
+__device__ __forceinline__ A zf_unpack(const U* __restrict__ w, u32 W, u32 p) {
+  if (W == 0u) return (A)0;
+  const u32 LANES = 1024u / BITS;
+  const u32 q = p & 1023u, s = q >> 7, r = q & 127u;
+  const u32 lane = r % LANES, fl = (r / LANES) * (LANES / 16u);
+  const u32 o = ((fl & 1u) << 2) | (fl & 2u) | (fl >> 2);  // FL_ORDER is its own inverse
+  const u32 bit = (o * 8u + s) * W, k = bit / BITS, sh = bit % BITS;
+  const U* vw = w + (u64)(p >> 10) * (LANES * W);
+  A x = (A)__ldg(vw + LANES * k + lane) >> sh;
+  if (sh + W > (u32)BITS) x |= (A)__ldg(vw + LANES * (k + 1u) + lane) << (BITS - sh);
+  return W == (u32)BITS ? x : (x & (((A)1 << W) - (A)1));
+}
+
+// First index in the sorted a[0..n) whose value is >= x.
+__device__ __forceinline__ u32 zf_lower_bound(const u32* a, u32 n, u32 x) {
+  u32 lo = 0u, hi = n;
+  while (lo < hi) {
+    const u32 mid = (lo + hi) >> 1;
+    if (__ldg(a + mid) < x) lo = mid + 1u; else hi = mid;
+  }
+  return lo;
+}
+
+// Block-wide exclusive prefix sum (wrapping); every thread of the block must call it.
+template <typename A>
+__device__ __forceinline__ A zf_scan_excl(A x, A* total) {
+  __shared__ A ws[33];
+  const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nw = (blockDim.x + 31u) >> 5;
+  A incl = x;
+#pragma unroll
+  for (u32 d = 1u; d < 32u; d <<= 1) {
+    const A y = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += y;
+  }
+  __syncthreads();
+  if (lane == 31u) ws[warp] = incl;
+  __syncthreads();
+  if (warp == 0u) {
+    const A w = lane < nw ? ws[lane] : (A)0;
+    A wi = w;
+#pragma unroll
+    for (u32 d = 1u; d < 32u; d <<= 1) {
+      const A y = __shfl_up_sync(0xffffffffu, wi, d);
+      if (lane >= d) wi += y;
+    }
+    if (lane < nw) ws[lane] = wi - w;
+    if (lane == 31u) ws[32] = wi;
+  }
+  __syncthreads();
+  *total = ws[32];
+  return ws[warp] + incl - x;
+}
+"#;
+
+/// Generates the kernel for `shape`. Shapes the GPU cannot decode give an `Unsupported`
+/// error naming the primitive.
+pub fn generate(shape: &Shape) -> Result<Kernel> {
+    check_types(shape)?;
+    let kind = kind_of(shape);
+    let (nodes, nparams) = layout(shape, kind);
+    let mut g = Gen {
+        nodes: &nodes,
+        kind,
+        src: String::new(),
+        stages: String::new(),
+    };
+    let key = shape.key();
+    g.src.push_str(
+        &PRELUDE
+            .replace("@SHAPE@", &key)
+            .replace(
+                "@KIND@",
+                match kind {
+                    KernelKind::Tile => "tile",
+                    KernelKind::Chunk => "chunk",
+                },
+            )
+            .replace("@NPRM@", &nparams.to_string()),
+    );
+    g.node(0)?;
+    let root_t = ctype(shape.ptype)?;
+    let range = match kind {
+        KernelKind::Tile => {
+            "  const u32 p0 = vec * 1024u, p1 = min(p0 + 1024u, len);\n  if (p0 >= p1) return;\n"
+        }
+        KernelKind::Chunk => "  const u32 p0 = 0u, p1 = len;\n",
+    };
+    let root = &nodes[0];
+    let finish = if root.op.is_materialised() {
+        String::new()
+    } else {
+        match kind {
+            // Full vectors (all but a chunk's last) take an unrolled loop, so each thread's
+            // loads are all in flight before the first store.
+            KernelKind::Tile => "  if (p1 - p0 == 1024u) {\n#pragma unroll\n    for (u32 i = 0u; i < 1024u / ZF_THREADS; ++i) {\n      const u32 p = p0 + threadIdx.x + i * ZF_THREADS;\n      o[p] = zf_n0(e, p);\n    }\n  } else {\n    for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n  }\n",
+            KernelKind::Chunk => "  for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n",
+        }
+        .to_string()
+    };
+    g.src.push_str(&format!(
+        r#"
+extern "C" __global__ void __launch_bounds__(ZF_THREADS)
+{KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
+          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
+  const u32 chunk = work[2u * blockIdx.x], vec = work[2u * blockIdx.x + 1u];
+  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
+  {root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}];
+  const u32 len = (u32)e.prm[{len_slot}];
+  (void)vec;
+{range}{stages}{finish}}}
+"#,
+        len_slot = root.base,
+        stages = g.stages,
+    ));
+    Ok(Kernel {
+        source: g.src,
+        kind,
+        nparams,
+        nodes,
+        key,
+        out: shape.ptype,
+    })
+}
+
+struct Gen<'a> {
+    nodes: &'a [NodeSlots],
+    kind: KernelKind,
+    /// Device functions, children before parents.
+    src: String,
+    /// Kernel body stages, children before parents.
+    stages: String,
+}
+
+impl Gen<'_> {
+    /// Where node `k`'s materialised output lives, indexed by `idx`.
+    fn buf(&self, k: usize, idx: &str) -> Result<String> {
+        let n = &self.nodes[k];
+        let t = ctype(n.ptype)?;
+        Ok(if k == 0 {
+            format!("o[{idx}]")
+        } else {
+            match (self.kind, n.scratch) {
+                (KernelKind::Chunk, Some(s)) => {
+                    format!("(({t}*)(e.scratch + e.prm[{s}]))[{idx}]")
+                }
+                _ => format!("zf_m{k}[({idx}) & 1023u]"),
+            }
+        })
+    }
+
+    /// Emits node `k`'s functions (children first) and, if it is materialised, its stage.
+    fn node(&mut self, k: usize) -> Result<()> {
+        let n = self.nodes[k].clone();
+        for &c in &n.children {
+            self.node(c)?;
+        }
+        let t = ctype(n.ptype)?;
+        let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
+        let a = acc(n.ptype);
+        let b = n.base;
+        let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
+        let head = format!(
+            "\n// node {k}: {} ({})\n__device__ __forceinline__ {t} zf_n{k}(const Env& e, u32 p) {{\n",
+            n.op.name(),
+            n.ptype
+        );
+        let body = match n.op {
+            Op::Plain => format!(
+                "  return __ldg((const {t}*)(e.in + e.prm[{}]) + p);\n",
+                b + 1
+            ),
+            Op::BitPack => format!(
+                "  return ({t})zf_unpack<{u}, {a}, {bits}>((const {u}*)(e.in + e.prm[{}]), (u32)e.prm[{}], p);\n",
+                b + 1,
+                b + 2,
+                bits = n.ptype.byte_width() * 8
+            ),
+            Op::For => format!(
+                "  return ({t})({u})(({a})zf_n{c}(e, p) + ({a})e.prm[{}]);\n",
+                b + 1,
+                c = ch(0)
+            ),
+            Op::ZigZag => format!(
+                "  const {a} z = ({a})zf_n{c}(e, p);\n  return ({t})({u})((z >> 1) ^ (({a})0 - (z & ({a})1)));\n",
+                c = ch(0)
+            ),
+            Op::Constant => match n.ptype {
+                PType::F32 => format!("  return __int_as_float((int)(u32)e.prm[{}]);\n", b + 1),
+                PType::F64 => format!(
+                    "  return __longlong_as_double((long long)e.prm[{}]);\n",
+                    b + 1
+                ),
+                _ => format!("  return ({t})e.prm[{}];\n", b + 1),
+            },
+            Op::Dict => {
+                let (codes, values) = (ch(0), ch(1));
+                format!(
+                    "  const u32 c = (u32)zf_n{codes}(e, p);\n  if (c >= (u32)e.prm[{vlen}]) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}\n  return zf_n{values}(e, c);\n",
+                    vlen = self.nodes[values].base
+                )
+            }
+            Op::Patch | Op::FloatToInt | Op::Delta | Op::Rle => {
+                self.stage(k)?;
+                format!("  return {};\n", self.buf(k, "p")?)
+            }
+        };
+        if k == 0 && n.op.is_materialised() {
+            // The root's stage writes the output; nothing reads it back.
+            return Ok(());
+        }
+        self.src.push_str(&head);
+        self.src.push_str(&body);
+        self.src.push_str("}\n");
+        Ok(())
+    }
+
+    /// Emits the stage that materialises node `k` (and, for `patch`/`float2int`, the
+    /// function computing its values before exceptions).
+    fn stage(&mut self, k: usize) -> Result<()> {
+        let n = self.nodes[k].clone();
+        let t = ctype(n.ptype)?;
+        let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
+        let a = acc(n.ptype);
+        let b = n.base;
+        let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
+        let (s0, s1) = match self.kind {
+            KernelKind::Tile => ("p0".to_string(), "p1".to_string()),
+            KernelKind::Chunk => ("0u".to_string(), format!("(u32)e.prm[{b}]")),
+        };
+        if self.kind == KernelKind::Tile && k > 0 {
+            self.src
+                .push_str(&format!("\n__shared__ {t} zf_m{k}[1024];\n"));
+        }
+        let st = match n.op {
+            Op::Patch | Op::FloatToInt => {
+                let (compute, raw, conv) = match (n.op, n.ptype) {
+                    (Op::Patch, _) => (format!("return zf_n{}(e, p);", ch(0)), t, "x".to_string()),
+                    (_, PType::F64) => (
+                        format!(
+                            "return (f64)zf_n{}(e, p) / __longlong_as_double((long long)e.prm[{}]);",
+                            ch(0),
+                            b + 4
+                        ),
+                        "u64",
+                        "__longlong_as_double((long long)x)".to_string(),
+                    ),
+                    _ => (
+                        format!(
+                            "return (f32)((f64)zf_n{}(e, p) / __longlong_as_double((long long)e.prm[{}]));",
+                            ch(0),
+                            b + 4
+                        ),
+                        "u32",
+                        "__int_as_float((int)x)".to_string(),
+                    ),
+                };
+                self.src.push_str(&format!(
+                    "\n// node {k}: {} ({}) before exceptions\n__device__ __forceinline__ {t} zf_c{k}(const Env& e, u32 p) {{ {compute} }}\n",
+                    n.op.name(),
+                    n.ptype
+                ));
+                format!(
+                    r#"  {{ // node {k}: {name}: child values, then exceptions
+    const u32 s0 = {s0}, s1 = {s1};
+    for (u32 p = s0 + threadIdx.x; p < s1; p += ZF_THREADS) {bp} = zf_c{k}(e, p);
+    __syncthreads();
+    const u32* pos = (const u32*)(e.in + e.prm[{pos}]);
+    const {raw}* val = (const {raw}*)(e.in + e.prm[{val}]);
+    const u32 cnt = (u32)e.prm[{cnt}];
+    for (u32 j = zf_lower_bound(pos, cnt, s0) + threadIdx.x; j < cnt; j += ZF_THREADS) {{
+      const u32 q = __ldg(pos + j);
+      if (q >= s1) break;
+      const {raw} x = __ldg(val + j);
+      {bq} = {conv};
+    }}
+    __syncthreads();
+  }}
+"#,
+                    name = n.op.name(),
+                    bp = self.buf(k, "p")?,
+                    bq = self.buf(k, "q")?,
+                    pos = b + 1,
+                    val = b + 2,
+                    cnt = b + 3,
+                )
+            }
+            Op::Delta => format!(
+                r#"  {{ // node {k}: delta: block-wide wrapping prefix sum over the chunk
+    const u32 n = (u32)e.prm[{b}];
+    {a} carry = ({a})e.prm[{base}];
+    for (u32 t0 = 0u; t0 < n; t0 += ZF_THREADS * ZF_DELTA_ITEMS) {{
+      const u32 pb = t0 + threadIdx.x * ZF_DELTA_ITEMS;
+      {a} v[ZF_DELTA_ITEMS];
+      {a} s = ({a})0;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
+        if (pb + i < n) s += ({a})zf_n{c}(e, pb + i);
+        v[i] = s;
+      }}
+      {a} tot;
+      const {a} ex = zf_scan_excl<{a}>(s, &tot);
+#pragma unroll
+      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
+        if (pb + i < n) {bi} = ({t})({u})(carry + ex + v[i]);
+      }}
+      carry += tot;
+    }}
+    __syncthreads();
+  }}
+"#,
+                base = b + 1,
+                c = ch(0),
+                bi = self.buf(k, "pb + i")?,
+            ),
+            Op::Rle => {
+                let (values, runs) = (ch(0), ch(1));
+                format!(
+                    r#"  {{ // node {k}: rle: exclusive sum of run lengths, then each run expanded
+    const u32 n = (u32)e.prm[{b}];
+    const u32 nruns = (u32)e.prm[{vlen}];
+    u64 carry = 0ull;
+    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_THREADS) {{
+      const u32 r = r0 + threadIdx.x;
+      u32 run = 0u;
+      {t} x = ({t})0;
+      if (r < nruns) {{
+        run = (u32)zf_n{runs}(e, r);
+        x = zf_n{values}(e, r);
+        if (run == 0u) atomicOr(e.err, ZF_ERR_RLE_ZERO);
+      }}
+      u64 tot;
+      const u64 start = carry + zf_scan_excl<u64>((u64)run, &tot);
+      u64 end = start + run;
+      if (end > n) {{ atomicOr(e.err, ZF_ERR_RLE_SUM); end = n; }}
+      for (u64 q = start; q < end; ++q) {bq} = x;
+      carry += tot;
+    }}
+    if (threadIdx.x == 0u && carry != n) atomicOr(e.err, ZF_ERR_RLE_SUM);
+    __syncthreads();
+  }}
+"#,
+                    vlen = self.nodes[values].base,
+                    bq = self.buf(k, "(u32)q")?,
+                )
+            }
+            _ => {
+                return Err(Error::unsupported(format!(
+                    "`{}` is not a materialised primitive",
+                    n.op.name()
+                )));
+            }
+        };
+        self.stages.push_str(&st);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zipflow_core::{IntVec, Plan, Values};
+    use zipflow_encodings::{NodeView, encode};
+
+    fn shape_of(plan: &str, values: &Values) -> Shape {
+        let plan: Plan = plan.parse().unwrap_or_else(|e| panic!("{plan}: {e}"));
+        let node = encode(&plan, values).unwrap_or_else(|e| panic!("{plan}: {e}"));
+        let bytes = node.to_bytes().unwrap_or_else(|e| panic!("{e}"));
+        let view = NodeView::parse(&bytes).unwrap_or_else(|e| panic!("{e}"));
+        Shape::of(&view).unwrap_or_else(|e| panic!("{plan}: {e}"))
+    }
+
+    fn ints() -> Values {
+        Values::Int(IntVec::I64(
+            (0..3000).map(|i| (i * 7919) % 1000 - 300).collect(),
+        ))
+    }
+
+    #[test]
+    fn for_bitpack_is_one_fused_tile_kernel() {
+        let k = generate(&shape_of("for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k.kind, KernelKind::Tile);
+        assert_eq!(k.key, "for:i64(bitpack:u64)");
+        assert!(k.source.contains("extern \"C\" __global__"));
+        assert!(k.source.contains("zf_decode("));
+        assert!(k.source.contains("zf_unpack<u64, u64, 64>"));
+        // Fused: the root's value is written straight from the expression, no buffer.
+        assert!(k.source.contains("o[p] = zf_n0(e, p)"));
+        assert!(
+            k.source
+                .contains("#pragma unroll\n    for (u32 i = 0u; i < 1024u / ZF_THREADS")
+        );
+        assert!(!k.source.contains("__shared__ i64 zf_m"));
+        // out offset, for: len + reference, bitpack: len + offset + width.
+        assert_eq!(k.nparams, 1 + 2 + 3);
+        assert_eq!(k.nodes[1].base, 3);
+        assert_eq!(k.source.matches("#define ZF_NPRM 6").count(), 1);
+    }
+
+    #[test]
+    fn every_primitive_has_its_code_path() {
+        let f: Values = Values::F64((0..3000).map(|i| f64::from(i) * 0.25 + 0.01).collect());
+        let cases = [
+            ("plain", ints(), "__ldg((const i64*)"),
+            (
+                "bitpack",
+                Values::Int(IntVec::U16((0..3000).collect())),
+                "zf_unpack<u16, u32, 16>",
+            ),
+            ("zigzag | bitpack", ints(), "(z >> 1) ^"),
+            (
+                "constant",
+                Values::Int(IntVec::U8(vec![7; 100])),
+                "return (u8)e.prm[",
+            ),
+            (
+                "dict(codes: bitpack, values: for | bitpack)",
+                ints(),
+                "ZF_ERR_DICT",
+            ),
+            (
+                "for | patch | bitpack",
+                ints(),
+                "zf_lower_bound(pos, cnt, s0)",
+            ),
+            (
+                "delta | for | bitpack",
+                ints(),
+                "zf_scan_excl<u64>(s, &tot)",
+            ),
+            (
+                "rle(values: for | bitpack, runs: for | bitpack)",
+                ints(),
+                "ZF_ERR_RLE_SUM",
+            ),
+            (
+                "float2int | for | bitpack",
+                f,
+                "__longlong_as_double((long long)x)",
+            ),
+        ];
+        for (plan, values, needle) in cases {
+            let k = generate(&shape_of(plan, &values)).unwrap_or_else(|e| panic!("{plan}: {e}"));
+            assert!(
+                k.source.contains(needle),
+                "{plan}: no `{needle}` in\n{}",
+                k.source
+            );
+        }
+    }
+
+    #[test]
+    fn kernel_kinds_follow_the_shape() {
+        let kind = |p: &str| {
+            generate(&shape_of(p, &ints()))
+                .unwrap_or_else(|e| panic!("{p}: {e}"))
+                .kind
+        };
+        assert_eq!(kind("for | bitpack"), KernelKind::Tile);
+        assert_eq!(kind("for | patch | bitpack"), KernelKind::Tile);
+        assert_eq!(
+            kind("dict(codes: bitpack, values: for | bitpack)"),
+            KernelKind::Tile
+        );
+        assert_eq!(kind("delta | for | bitpack"), KernelKind::Chunk);
+        assert_eq!(kind("rle"), KernelKind::Chunk);
+        // A patched dictionary is read at code positions, not output positions.
+        assert_eq!(
+            kind("dict(codes: bitpack, values: for | patch | bitpack)"),
+            KernelKind::Chunk
+        );
+    }
+
+    #[test]
+    fn nested_materialised_nodes_use_shared_memory_in_tiles_and_scratch_in_chunks() {
+        let tile =
+            generate(&shape_of("for | patch | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            tile.source.contains("__shared__ u64 zf_m1[1024]"),
+            "{}",
+            tile.source
+        );
+        assert!(tile.nodes.iter().all(|n| n.scratch.is_none()));
+        let chunk = generate(&shape_of("delta | for | patch | bitpack", &ints()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let patch = &chunk.nodes[2];
+        assert_eq!(patch.op, Op::Patch);
+        let slot = patch.scratch.unwrap_or_else(|| panic!("no scratch slot"));
+        assert!(
+            chunk
+                .source
+                .contains(&format!("(u64*)(e.scratch + e.prm[{slot}])"))
+        );
+        // The root delta writes the output directly.
+        assert!(chunk.nodes[0].scratch.is_none());
+        assert!(chunk.source.contains("o[pb + i] ="));
+    }
+
+    #[test]
+    fn same_shape_same_source() {
+        let a = generate(&shape_of("for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
+        let other = Values::Int(IntVec::I64((0..70_000).map(|i| i * 1_000_003).collect()));
+        let b = generate(&shape_of("for | bitpack", &other)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(a.source, b.source);
+    }
+
+    #[test]
+    fn unknown_primitives_are_unsupported_by_name() {
+        let e = Op::from_id(12).map(|_| ());
+        let Err(Error::Unsupported { what, .. }) = e else {
+            panic!("expected Unsupported, got {e:?}")
+        };
+        assert!(what.contains("id 12") || what.contains("fsst"), "{what}");
+        let bytes = Values::Bytes(zipflow_core::values::ByteStrings::default());
+        let plan: Plan = "plain".parse().unwrap_or_else(|e| panic!("{e}"));
+        let node = encode(&plan, &bytes).unwrap_or_else(|e| panic!("{e}"));
+        let raw = node.to_bytes().unwrap_or_else(|e| panic!("{e}"));
+        let view = NodeView::parse(&raw).unwrap_or_else(|e| panic!("{e}"));
+        let e = Shape::of(&view);
+        assert!(
+            matches!(&e, Err(Error::Unsupported { what, .. }) if what.contains("byte strings")),
+            "{e:?}"
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! Finding and opening a GPU.
+//!
+//! `cudarc` loads `libcuda` and `libnvrtc` at run time, and panics when it cannot. [`Gpu::open`]
+//! checks that both libraries are present first and turns every failure (no library, no
+//! device, a driver error) into one `Unsupported` error that starts with `no usable GPU:`.
+
+use crate::cache::ModuleCache;
+use crate::codegen::{KERNEL_NAME, Kernel};
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use zipflow_core::{Error, Result};
+
+/// What [`Gpu::open`] found out about a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuInfo {
+    /// Device ordinal.
+    pub ordinal: usize,
+    /// Device name, e.g. `NVIDIA H200`.
+    pub name: String,
+    /// Compute capability (major, minor); kernels are compiled for `sm_<major><minor>`.
+    pub arch: (i32, i32),
+    /// Global memory in bytes.
+    pub memory_bytes: usize,
+    /// Multiprocessors.
+    pub multiprocessors: i32,
+    /// Driver version as CUDA encodes it (`1000 * major + 10 * minor`).
+    pub driver_version: i32,
+    /// NVRTC version (major, minor).
+    pub nvrtc_version: (i32, i32),
+}
+
+impl GpuInfo {
+    /// The `-arch` value NVRTC compiles for, e.g. `sm_90`.
+    pub fn sm(&self) -> String {
+        format!("sm_{}{}", self.arch.0, self.arch.1)
+    }
+
+    /// The driver version as `major.minor`.
+    pub fn driver(&self) -> String {
+        format!(
+            "{}.{}",
+            self.driver_version / 1000,
+            (self.driver_version % 1000) / 10
+        )
+    }
+}
+
+impl std::fmt::Display for GpuInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GPU {}: {}, compute capability {}.{} ({}), {:.1} GiB, {} multiprocessors, driver {}, NVRTC {}.{}",
+            self.ordinal,
+            self.name,
+            self.arch.0,
+            self.arch.1,
+            self.sm(),
+            self.memory_bytes as f64 / f64::from(1u32 << 30),
+            self.multiprocessors,
+            self.driver(),
+            self.nvrtc_version.0,
+            self.nvrtc_version.1
+        )
+    }
+}
+
+/// An open GPU: a CUDA context, two streams, and compiled decode kernels.
+pub struct Gpu {
+    pub(crate) ctx: Arc<CudaContext>,
+    /// Streams that uploads and kernels alternate between, so that the copy of one batch
+    /// overlaps the decoding of the previous one.
+    pub(crate) streams: [Arc<CudaStream>; 2],
+    info: GpuInfo,
+    cache: ModuleCache,
+    functions: Mutex<HashMap<String, CudaFunction>>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The error for a missing or unusable GPU.
+pub fn no_gpu(why: impl std::fmt::Display) -> Error {
+    Error::unsupported(format!("no usable GPU: {why}"))
+}
+
+/// Wraps a driver error with what was being done.
+pub(crate) fn cuda(op: &str) -> impl FnOnce(DriverError) -> Error + '_ {
+    move |e| Error::external(format!("CUDA {op}"), e)
+}
+
+impl Gpu {
+    /// Opens device `ordinal`. Fails with `no usable GPU: <why>` when the driver or NVRTC
+    /// library is missing, there is no such device, or the driver refuses.
+    pub fn open(ordinal: usize) -> Result<Gpu> {
+        // SAFETY: only tries to load the libraries by name (dlopen); no symbol is called.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(no_gpu(
+                "the CUDA driver library (libcuda.so) was not found; is an NVIDIA driver installed?",
+            ));
+        }
+        // SAFETY: as above.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(no_gpu(
+                "the NVRTC library (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
+            ));
+        }
+        // cudarc panics on a symbol the loaded library lacks (a driver older than the
+        // bindings); report that as an unusable GPU rather than abort.
+        match std::panic::catch_unwind(|| Self::open_inner(ordinal)) {
+            Ok(r) => r,
+            Err(p) => {
+                let why = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "the CUDA bindings panicked".into());
+                Err(no_gpu(why))
+            }
+        }
+    }
+
+    fn open_inner(ordinal: usize) -> Result<Gpu> {
+        cudarc::driver::result::init().map_err(|e| no_gpu(format!("cuInit failed: {e}")))?;
+        let count = CudaContext::device_count().map_err(|e| no_gpu(format!("{e}")))?;
+        if count <= 0 {
+            return Err(no_gpu("the driver reports no CUDA device"));
+        }
+        if ordinal >= count as usize {
+            return Err(no_gpu(format!(
+                "device {ordinal} asked for, the driver reports {count}"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| no_gpu(format!("{e}")))?;
+        let mut driver_version = 0;
+        // SAFETY: cuDriverGetVersion writes one int through a valid pointer.
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) }
+            .result()
+            .map_err(cuda("cuDriverGetVersion"))?;
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: nvrtcVersion writes two ints through valid pointers.
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
+            .result()
+            .map_err(|e| no_gpu(format!("NVRTC does not answer: {e:?}")))?;
+        let nvrtc_version = (major, minor);
+        let info = GpuInfo {
+            ordinal,
+            name: ctx.name().map_err(cuda("device name"))?,
+            arch: ctx
+                .compute_capability()
+                .map_err(cuda("compute capability"))?,
+            memory_bytes: ctx.total_mem().map_err(cuda("memory size"))?,
+            multiprocessors: ctx
+                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(cuda("multiprocessor count"))?,
+            driver_version,
+            nvrtc_version,
+        };
+        // Streams are ordered explicitly (one per pipeline slot, events for timing), so the
+        // per-buffer event tracking cudarc does by default would only add work.
+        // SAFETY: every buffer this crate allocates is used on the stream that wrote it, or
+        // after a synchronisation of all streams (see `decode`).
+        unsafe { ctx.disable_event_tracking() };
+        let streams = [
+            ctx.new_stream().map_err(cuda("creating a stream"))?,
+            ctx.new_stream().map_err(cuda("creating a stream"))?,
+        ];
+        Ok(Gpu {
+            ctx,
+            streams,
+            info,
+            cache: ModuleCache::from_env(),
+            functions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// What the device is.
+    pub fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    /// The compiled function for `kernel`: from memory, else from the disk cache, else
+    /// compiled with NVRTC now (and written to the disk cache).
+    pub fn function(&self, kernel: &Kernel) -> Result<CudaFunction> {
+        let options = compile_options(kernel, &self.info);
+        let key = format!("{}\n{}", options.join(" "), kernel.source);
+        {
+            let map = self
+                .functions
+                .lock()
+                .map_err(|_| Error::unsupported("kernel cache lock poisoned"))?;
+            if let Some(f) = map.get(&key) {
+                return Ok(f.clone());
+            }
+        }
+        let ptx = self.cache.ptx(kernel, &options, &self.info)?;
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(cuda("loading a generated module"))?;
+        let f = module
+            .load_function(KERNEL_NAME)
+            .map_err(cuda("finding the decode kernel"))?;
+        let mut map = self
+            .functions
+            .lock()
+            .map_err(|_| Error::unsupported("kernel cache lock poisoned"))?;
+        map.insert(key, f.clone());
+        Ok(f)
+    }
+}
+
+/// NVRTC options for `kernel` on `info`'s device; launch constants go in as `-D` defines so
+/// the host and the kernel cannot disagree on them.
+pub fn compile_options(kernel: &Kernel, info: &GpuInfo) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture={}", info.sm()),
+        format!("-DZF_THREADS={}", kernel.kind.threads()),
+        "--std=c++17".into(),
+    ]
+}

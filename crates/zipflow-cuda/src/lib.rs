@@ -1,0 +1,43 @@
+//! zipflow on NVIDIA GPUs: decode compressed columns on the device.
+//!
+//! For each plan shape among a column's chunks (the tree of primitives and types, without
+//! parameters), [`codegen`] writes one CUDA C kernel that decodes a chunk's streams in
+//! registers and shared memory and writes only the final values. NVRTC compiles it for the
+//! device's architecture at run time; modules are cached in memory and on disk ([`cache`]).
+//! [`decode`] uploads the compressed bytes from pinned memory, overlapping copies with
+//! kernels on two streams, and launches one kernel per shape over all chunks of that shape.
+//!
+//! `cudarc` loads the CUDA driver and NVRTC dynamically, so this crate builds and its tests
+//! run on machines without CUDA; [`Gpu::open`] then fails with `no usable GPU: <why>`.
+//!
+//! ```no_run
+//! use zipflow_cuda::{Gpu, decode_column_to_host};
+//! use zipflow_format::ZfFile;
+//!
+//! let gpu = Gpu::open(0)?;
+//! println!("{}", gpu.info());
+//! let file = ZfFile::open("lineitem.zf")?;
+//! let col = file.column_index("l_extendedprice").unwrap_or(0);
+//! let values = decode_column_to_host(&gpu, &file, col)?;
+//! # Ok::<(), zipflow_core::Error>(())
+//! ```
+//!
+//! Byte strings and the text primitives are not decoded on the GPU yet: they give an
+//! `Unsupported` error naming the primitive, and callers decode them on the CPU. Validity
+//! (null) streams are small and stay on the CPU.
+
+pub mod cache;
+pub mod codegen;
+pub mod decode;
+pub mod device;
+pub mod shape;
+
+pub use decode::{ColumnDecoder, DeviceColumn, decode_column, decode_column_to_host, decode_trees};
+pub use device::{Gpu, GpuInfo, no_gpu};
+pub use shape::{Op, Shape};
+
+/// Whether `ZIPFLOW_REQUIRE_GPU` is set to a value other than `0` or empty: tests then treat
+/// a missing GPU as a failure instead of skipping.
+pub fn gpu_required() -> bool {
+    std::env::var("ZIPFLOW_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
+}

@@ -1,0 +1,151 @@
+//! Plan shapes: the part of an encoded node tree that decides the generated kernel.
+//!
+//! A shape is the tree of primitives and their physical types, without any parameter: two
+//! chunks encoded as `for | bitpack(7)` and `for | bitpack(12)` share one shape, one kernel
+//! source and one compiled module; the widths travel in the per-chunk descriptor.
+
+use zipflow_core::{Error, PType, Result};
+use zipflow_encodings::{
+    NodeView, bitpack, by_id, constant, delta, dict, float2int, frame, patch, plain, rle, zigzag,
+};
+
+/// A primitive the GPU decoder handles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `plain`: values stored as they are.
+    Plain,
+    /// `bitpack`: FastLanes 1024-value interleaved bit-packing.
+    BitPack,
+    /// `for`: frame of reference.
+    For,
+    /// `zigzag`.
+    ZigZag,
+    /// `delta`: wrapping prefix sum over the chunk.
+    Delta,
+    /// `rle`: values and run lengths.
+    Rle,
+    /// `dict`: codes into a sorted dictionary.
+    Dict,
+    /// `constant`.
+    Constant,
+    /// `patch`: patched exceptions.
+    Patch,
+    /// `float2int`: decimal scaling with exceptions.
+    FloatToInt,
+}
+
+impl Op {
+    /// The op for an on-disk encoding id, or an `Unsupported` error naming the primitive.
+    pub fn from_id(id: u16) -> Result<Op> {
+        Ok(match id {
+            plain::ID => Op::Plain,
+            bitpack::ID => Op::BitPack,
+            frame::ID => Op::For,
+            zigzag::ID => Op::ZigZag,
+            delta::ID => Op::Delta,
+            rle::ID => Op::Rle,
+            dict::ID => Op::Dict,
+            constant::ID => Op::Constant,
+            patch::ID => Op::Patch,
+            float2int::ID => Op::FloatToInt,
+            _ => {
+                let name =
+                    by_id(id).map_or_else(|| format!("id {id}"), |e| format!("`{}`", e.name()));
+                return Err(Error::unsupported(format!(
+                    "the GPU decoder does not handle the primitive {name}"
+                )));
+            }
+        })
+    }
+
+    /// The primitive's name in plans.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Plain => "plain",
+            Op::BitPack => "bitpack",
+            Op::For => "for",
+            Op::ZigZag => "zigzag",
+            Op::Delta => "delta",
+            Op::Rle => "rle",
+            Op::Dict => "dict",
+            Op::Constant => "constant",
+            Op::Patch => "patch",
+            Op::FloatToInt => "float2int",
+        }
+    }
+
+    /// Whether the op needs its whole output before its parent reads it (a scan over the
+    /// chunk, or exceptions scattered over its child's output).
+    pub fn is_materialised(self) -> bool {
+        matches!(self, Op::Delta | Op::Rle | Op::Patch | Op::FloatToInt)
+    }
+
+    /// Whether the op needs the whole chunk in one thread block (a scan across vectors).
+    pub fn is_chunk_wide(self) -> bool {
+        matches!(self, Op::Delta | Op::Rle)
+    }
+}
+
+/// The shape of an encoded node tree: ops and physical types, no parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// The primitive.
+    pub op: Op,
+    /// The physical type the node decodes to.
+    pub ptype: PType,
+    /// Child shapes, in the primitive's slot order.
+    pub children: Vec<Shape>,
+}
+
+impl Shape {
+    /// The shape of a parsed node tree. Byte strings and primitives the GPU does not decode
+    /// give an `Unsupported` error that names them.
+    pub fn of(node: &NodeView<'_>) -> Result<Shape> {
+        let op = Op::from_id(node.id)?;
+        if node.ptype == PType::Bytes {
+            return Err(Error::unsupported(format!(
+                "the GPU decoder does not handle byte strings (`{}` node)",
+                op.name()
+            )));
+        }
+        let children = node
+            .children
+            .iter()
+            .map(Shape::of)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Shape {
+            op,
+            ptype: node.ptype,
+            children,
+        })
+    }
+
+    /// A canonical text key, e.g. `for:i64(bitpack:u64)`.
+    pub fn key(&self) -> String {
+        let mut s = format!("{}:{}", self.op.name(), self.ptype);
+        if !self.children.is_empty() {
+            s.push('(');
+            for (i, c) in self.children.iter().enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                s.push_str(&c.key());
+            }
+            s.push(')');
+        }
+        s
+    }
+
+    /// Nodes in pre-order (the order of the descriptor slots).
+    pub fn preorder(&self) -> Vec<&Shape> {
+        let mut out = Vec::new();
+        fn walk<'a>(s: &'a Shape, out: &mut Vec<&'a Shape>) {
+            out.push(s);
+            for c in &s.children {
+                walk(c, out);
+            }
+        }
+        walk(self, &mut out);
+        out
+    }
+}

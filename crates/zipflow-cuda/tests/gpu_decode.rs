@@ -1,0 +1,378 @@
+//! GPU decoding checked bit for bit against the CPU decoder.
+//!
+//! Without a GPU these tests print that they skipped and pass; with `ZIPFLOW_REQUIRE_GPU=1`
+//! a missing GPU fails them. `ZIPFLOW_TPCH_ZF=FILE.zf` adds a check of every numeric column
+//! of that file (e.g. `zipflow tpch --sf 1 -o FILE.zf --no-parquet`).
+
+use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, with_int_ptype};
+use zipflow_cuda::codegen::generate;
+use zipflow_cuda::{Gpu, Shape, decode_trees, gpu_required};
+use zipflow_encodings::{NodeView, decode_bytes, encode};
+
+fn gpu(test: &str) -> Option<Gpu> {
+    match Gpu::open(0) {
+        Ok(g) => Some(g),
+        Err(e) if gpu_required() => panic!("{test}: ZIPFLOW_REQUIRE_GPU is set, but: {e}"),
+        Err(e) => {
+            eprintln!("{test}: skipped ({e})");
+            None
+        }
+    }
+}
+
+/// A small deterministic generator (xorshift64*).
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// Edge-case streams of one integer type.
+fn int_cases<T: Int>() -> Vec<Vec<T>> {
+    let mut r = rng(u64::from(T::BITS));
+    let f = T::from_u64_wrapping;
+    let mut cases: Vec<Vec<T>> = Vec::new();
+    for n in [0usize, 1, 1023, 1024, 1025, 3000] {
+        cases.push((0..n).map(|_| f(r())).collect());
+    }
+    // Small range around a large base, with rare wide outliers.
+    cases.push(
+        (0..70_000u64)
+            .map(|i| {
+                if i % 997 == 5 {
+                    f(r())
+                } else {
+                    f((1u64 << (T::BITS - 2)).wrapping_add(r() % 300))
+                }
+            })
+            .collect(),
+    );
+    // Runs of varied length, including long ones.
+    let mut runs = Vec::new();
+    for k in 0..400u64 {
+        let len = if k % 50 == 0 {
+            2000
+        } else {
+            1 + (r() % 40) as usize
+        };
+        runs.extend(std::iter::repeat_n(f(r() % 1000), len));
+    }
+    cases.push(runs);
+    // Sorted and slowly increasing.
+    cases.push((0..9000u64).map(|i| f(i * 3 + r() % 3)).collect());
+    cases.push(vec![f(42); 5000]);
+    cases.push([T::MIN, T::MAX, T::ZERO, T::MAX, T::MIN].repeat(700));
+    // Few distinct values (dictionary).
+    cases.push((0..6000).map(|_| f(r() % 37 * 1_000_003)).collect());
+    cases
+}
+
+/// Edge-case streams of floats: decimals, specials, random bits.
+fn float_cases() -> Vec<Vec<f64>> {
+    let mut r = rng(77);
+    let specials = [
+        -0.0,
+        f64::NAN,
+        f64::from_bits(0x7ff8_dead_beef_0001),
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1e300,
+        5e-324,
+        f64::MIN_POSITIVE,
+    ];
+    let mut cases = Vec::new();
+    for n in [0usize, 1, 1023, 1025] {
+        cases.push((0..n).map(|_| (r() % 100_000) as f64 / 100.0).collect());
+    }
+    cases.push(
+        (0..70_000u64)
+            .map(|i| {
+                if i % 1013 == 7 {
+                    specials[(i as usize / 1013) % specials.len()]
+                } else {
+                    (r() % 10_000_000) as f64 / 100.0 - 20_000.0
+                }
+            })
+            .collect(),
+    );
+    cases.push((0..5000).map(|_| f64::from_bits(r())).collect());
+    cases.push(vec![0.07; 3000]);
+    cases.push((0..4000).map(|i| f64::from(i / 100) * 0.5).collect());
+    cases
+}
+
+fn concat(parts: &[Values], ptype: PType) -> Values {
+    let mut out = Values::empty(ptype);
+    for p in parts {
+        match (&mut out, p) {
+            (Values::F32(a), Values::F32(b)) => a.extend_from_slice(b),
+            (Values::F64(a), Values::F64(b)) => a.extend_from_slice(b),
+            (Values::Int(a), Values::Int(b)) => {
+                let merged = zipflow_core::match_ints!(a, T, x => {
+                    if let Some(y) = <T as zipflow_core::values::IntVecOf>::slice(b) {
+                        x.extend_from_slice(y);
+                    }
+                    x.len()
+                });
+                let _ = merged;
+            }
+            _ => panic!("mixed types"),
+        }
+    }
+    out
+}
+
+/// Encodes each stream with `plan` (skipping streams the plan cannot represent), decodes the
+/// trees on the GPU in one column and on the CPU one by one, and compares bit for bit.
+fn check(
+    gpu: &Gpu,
+    plan: &Plan,
+    streams: &[Values],
+    ptype: PType,
+    failures: &mut Vec<String>,
+) -> Result<usize> {
+    let mut trees = Vec::new();
+    for s in streams {
+        match encode(plan, s) {
+            Ok(node) => trees.push(node.to_bytes()?),
+            Err(Error::Plan { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if trees.is_empty() {
+        return Ok(0);
+    }
+    let cpu: Vec<Values> = trees
+        .iter()
+        .map(|t| decode_bytes(t))
+        .collect::<Result<_>>()?;
+    let cpu = concat(&cpu, ptype);
+    let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
+    let got = match decode_trees(gpu, ptype, &refs) {
+        Ok(v) => v,
+        Err(e) => {
+            failures.push(format!("{plan} over {ptype}: {e}"));
+            return Ok(0);
+        }
+    };
+    if got.len() != cpu.len() {
+        failures.push(format!(
+            "{plan} over {ptype}: {} values, expected {}",
+            got.len(),
+            cpu.len()
+        ));
+    } else if !got.bit_eq(&cpu) {
+        let first = (0..cpu.len())
+            .find(|&i| !got.slice(i, i + 1).bit_eq(&cpu.slice(i, i + 1)))
+            .unwrap_or(0);
+        failures.push(format!(
+            "{plan} over {ptype}: GPU differs from CPU first at {first}: {:?} vs {:?}",
+            got.slice(first, (first + 4).min(got.len())),
+            cpu.slice(first, (first + 4).min(cpu.len()))
+        ));
+    }
+    Ok(trees.len())
+}
+
+fn int_streams(ptype: PType) -> Vec<Values> {
+    with_int_ptype!(ptype, T => int_cases::<T>()
+        .into_iter()
+        .map(|v| Values::Int(<T as zipflow_core::values::IntVecOf>::wrap(v)))
+        .collect(), _ => Vec::new())
+}
+
+fn float_streams(ptype: PType) -> Vec<Values> {
+    float_cases()
+        .into_iter()
+        .map(|v| match ptype {
+            PType::F32 => Values::F32(v.iter().map(|&x| x as f32).collect()),
+            _ => Values::F64(v),
+        })
+        .collect()
+}
+
+const NUMERIC: [PType; 10] = [
+    PType::I8,
+    PType::I16,
+    PType::I32,
+    PType::I64,
+    PType::U8,
+    PType::U16,
+    PType::U32,
+    PType::U64,
+    PType::F32,
+    PType::F64,
+];
+
+#[test]
+fn every_candidate_plan_matches_the_cpu() -> Result<()> {
+    let Some(gpu) = gpu("every_candidate_plan_matches_the_cpu") else {
+        return Ok(());
+    };
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for ptype in NUMERIC {
+        let streams = if ptype.is_float() {
+            float_streams(ptype)
+        } else {
+            int_streams(ptype)
+        };
+        let mut extra: Vec<Plan> = Vec::new();
+        if ptype.is_int() {
+            for p in [
+                "zigzag | bitpack",
+                "delta | zigzag | bitpack",
+                "rle(values: plain, runs: plain)",
+                "dict(codes: bitpack, values: for | patch | bitpack)",
+                "delta | rle(values: zigzag | bitpack, runs: bitpack)",
+            ] {
+                extra.push(p.parse()?);
+            }
+        }
+        for plan in zipflow_select::candidates(ptype).into_iter().chain(extra) {
+            checked += check(&gpu, &plan, &streams, ptype, &mut failures)?;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!("{checked} encoded streams decoded identically on the GPU and the CPU");
+    assert!(checked > 500, "only {checked} streams checked");
+    Ok(())
+}
+
+#[test]
+fn chunks_of_different_shapes_decode_in_one_column() -> Result<()> {
+    let Some(gpu) = gpu("chunks_of_different_shapes_decode_in_one_column") else {
+        return Ok(());
+    };
+    let streams = int_streams(PType::I64);
+    let plans = [
+        "for | bitpack",
+        "delta | for | bitpack",
+        "constant",
+        "rle",
+        "dict(codes: bitpack, values: for | bitpack)",
+        "plain",
+    ];
+    let mut trees = Vec::new();
+    let mut cpu = Vec::new();
+    for (i, s) in streams.iter().enumerate() {
+        for (j, p) in plans.iter().enumerate() {
+            if (i + j) % 3 != 0 {
+                continue;
+            }
+            if let Ok(node) = encode(&p.parse()?, s) {
+                let bytes = node.to_bytes()?;
+                cpu.push(decode_bytes(&bytes)?);
+                trees.push(bytes);
+            }
+        }
+    }
+    let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
+    let got = decode_trees(&gpu, PType::I64, &refs)?;
+    assert!(got.bit_eq(&concat(&cpu, PType::I64)));
+    Ok(())
+}
+
+#[test]
+fn corrupt_runs_and_codes_are_errors() -> Result<()> {
+    let Some(gpu) = gpu("corrupt_runs_and_codes_are_errors") else {
+        return Ok(());
+    };
+    let v = Values::Int(IntVec::U32((0..3000).map(|i| i / 7).collect()));
+    let mut node = encode(&"rle(values: plain, runs: plain)".parse()?, &v)?;
+    node.children[1].buffers[0][0..4].copy_from_slice(&0u32.to_le_bytes());
+    let bytes = node.to_bytes()?;
+    let e = decode_trees(&gpu, PType::U32, &[&bytes]);
+    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    let mut node = encode(&"rle(values: plain, runs: plain)".parse()?, &v)?;
+    node.children[1].buffers[0][0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let e = decode_trees(&gpu, PType::U32, &[&node.to_bytes()?]);
+    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    // A dictionary code past the end: codes stored plain, one of them rewritten.
+    let v = Values::Int(IntVec::I64((0..3000).map(|i| i % 10).collect()));
+    let mut node = encode(&"dict(codes: plain, values: plain)".parse()?, &v)?;
+    node.children[0].buffers[0][17] = 200;
+    let e = decode_trees(&gpu, PType::I64, &[&node.to_bytes()?]);
+    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    Ok(())
+}
+
+#[test]
+fn tpch_columns_match_the_cpu() -> Result<()> {
+    let Some(path) = std::env::var_os("ZIPFLOW_TPCH_ZF") else {
+        eprintln!("tpch_columns_match_the_cpu: skipped (set ZIPFLOW_TPCH_ZF to a .zf file)");
+        return Ok(());
+    };
+    let Some(gpu) = gpu("tpch_columns_match_the_cpu") else {
+        return Ok(());
+    };
+    let file = zipflow_format::ZfFile::open(&path)?;
+    let mut scratch = zipflow_encodings::Scratch::default();
+    for (c, meta) in file.columns().iter().enumerate() {
+        let ptype = meta.column_type.ptype();
+        if ptype == PType::Bytes {
+            continue;
+        }
+        let got = zipflow_cuda::decode_column_to_host(&gpu, &file, c)?;
+        let mut cpu = Vec::new();
+        for k in 0..file.num_chunks() {
+            cpu.push(file.read_chunk(c, k, &mut scratch)?.0);
+        }
+        let cpu = concat(&cpu, ptype);
+        assert!(got.bit_eq(&cpu), "column {} differs", meta.name);
+        eprintln!("{}: {} {ptype} values identical", meta.name, got.len());
+    }
+    Ok(())
+}
+
+/// Compiles the kernel of every candidate plan's shape with NVRTC (needs only the NVRTC
+/// library, no GPU).
+#[test]
+fn nvrtc_compiles_every_candidate_shape() -> Result<()> {
+    // SAFETY: only tries to load the library by name.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        if gpu_required() {
+            panic!("ZIPFLOW_REQUIRE_GPU is set, but NVRTC was not found");
+        }
+        eprintln!("nvrtc_compiles_every_candidate_shape: skipped (no NVRTC library)");
+        return Ok(());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for ptype in NUMERIC {
+        let streams = if ptype.is_float() {
+            float_streams(ptype)
+        } else {
+            int_streams(ptype)
+        };
+        for plan in zipflow_select::candidates(ptype) {
+            for s in &streams {
+                let Ok(node) = encode(&plan, s) else { continue };
+                let bytes = node.to_bytes()?;
+                let shape = Shape::of(&NodeView::parse(&bytes)?)?;
+                if !seen.insert(shape.key()) {
+                    continue;
+                }
+                let kernel = generate(&shape)?;
+                let options = vec![
+                    "--gpu-architecture=sm_90".to_string(),
+                    format!("-DZF_THREADS={}", kernel.kind.threads()),
+                    "--std=c++17".to_string(),
+                ];
+                let ptx = zipflow_cuda::cache::compile(&kernel, &options)?;
+                assert!(ptx.contains(".entry zf_decode"), "{}", shape.key());
+            }
+        }
+    }
+    eprintln!("{} shapes compiled", seen.len());
+    assert!(seen.len() > 50);
+    Ok(())
+}
