@@ -7,11 +7,16 @@ the median of several runs plus the query results (to compare with `zipflow sql`
 
 Setup (PyPI): pip install duckdb==1.4.4 duckdb-ext-tpch==1.4.4.20260205
 Usage:        python3 bench/duckdb/tpch.py --sf 1 --threads 1,2 --runs 7
+
+With `--zipflow target/release/zipflow --zf lineitem.zf`, each (query, threads) measurement
+of DuckDB is followed at once by `zipflow bench tpch` on the same query and thread count, so
+both see the same machine load (this machine is shared; timings drift minute to minute).
 """
 
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,6 +59,19 @@ def extension_dir():
     return os.path.join(list(spec.submodule_search_locations)[0], "extensions")
 
 
+def zf_bench(args, qname, threads):
+    """Runs `zipflow bench tpch` for one query and thread count and prints its line."""
+    out = subprocess.run(
+        [args.zipflow, "bench", "tpch", "--file", args.zf, "--queries", qname,
+         "--threads", str(threads), "--runs", str(args.runs)],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if f and f[0] == qname:
+            print(f"{qname:<6} {'zipflow':<8} {threads:>7} {float(f[2]):>10.2f} {float(f[3]):>9.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sf", type=float, default=1.0)
@@ -61,6 +79,8 @@ def main():
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--parquet", help="lineitem Parquet file to query (default: exported from DuckDB)")
     ap.add_argument("--no-parquet", action="store_true", help="only the native table")
+    ap.add_argument("--zipflow", help="zipflow binary to interleave with (see the module docs)")
+    ap.add_argument("--zf", help="lineitem .zf file for --zipflow")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
 
@@ -98,6 +118,8 @@ def main():
                     con.execute(sql).fetchall()
                     times.append((time.perf_counter() - s) * 1e3)
                 print(f"{qname:<6} {source:<8} {t:>7} {statistics.median(times):>10.2f} {min(times):>9.2f}")
+                if args.zipflow and source == "native":
+                    zf_bench(args, qname, t)
     for qname, rows in results.items():
         print(f"\n{qname} result:")
         for r in rows:

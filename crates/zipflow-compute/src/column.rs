@@ -42,7 +42,9 @@ struct PackedCol<'a> {
 fn words_of<'a, U: bytemuck::Pod>(bytes: &'a [u8]) -> Result<Cow<'a, [U]>> {
     let size = size_of::<U>();
     if !bytes.len().is_multiple_of(size) {
-        return Err(Error::corrupt("packed buffer is not a whole number of words"));
+        return Err(Error::corrupt(
+            "packed buffer is not a whole number of words",
+        ));
     }
     Ok(match bytemuck::try_cast_slice::<u8, U>(bytes) {
         Ok(s) => Cow::Borrowed(s),
@@ -112,11 +114,7 @@ impl<'a> PackedCol<'a> {
             )));
         }
         let base = logical(reference, ptype);
-        let top = if width == 0 {
-            0
-        } else {
-            (1i128 << width) - 1
-        };
+        let top = if width == 0 { 0 } else { (1i128 << width) - 1 };
         let (lo, hi) = type_range(ptype);
         let exact_base = (base >= lo && base + top <= hi).then_some(base);
         Ok(PackedCol {
@@ -152,9 +150,24 @@ macro_rules! with_words {
     };
 }
 
+/// Runs `$body` compiled for AVX2 when the CPU has it (the crate is built for baseline
+/// x86-64), else as is. The body must be plain safe code over its arguments.
+macro_rules! avx2_dispatch {
+    ($avx2:expr, $body:expr) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                return unsafe { $avx2 };
+            }
+        }
+        $body
+    }};
+}
+
 /// Converts unsigned bits (plus `reference`, wrapping) of `ptype` to i64.
-#[inline]
-fn widen<U: Int>(src: &[U], reference: U, ptype: PType, out: &mut [i64]) {
+#[inline(always)]
+fn widen_impl<U: Int>(src: &[U], reference: U, ptype: PType, out: &mut [i64]) {
     macro_rules! go {
         ($t:ty) => {
             for (o, &x) in out.iter_mut().zip(src) {
@@ -173,20 +186,116 @@ fn widen<U: Int>(src: &[U], reference: U, ptype: PType, out: &mut [i64]) {
     }
 }
 
+fn widen<U: Int>(src: &[U], reference: U, ptype: PType, out: &mut [i64]) {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn avx2<U: Int>(src: &[U], reference: U, ptype: PType, out: &mut [i64]) {
+        widen_impl(src, reference, ptype, out);
+    }
+    avx2_dispatch!(
+        avx2(src, reference, ptype, out),
+        widen_impl(src, reference, ptype, out)
+    )
+}
+
+/// `mask[i] &= (x[i] - l) <= span` (wrapping): `l <= x[i] <= l + span`.
+#[inline(always)]
+fn range_mask_impl<U: Int>(x: &[U], l: U, span: U, mask: &mut [u8]) {
+    for (m, &v) in mask.iter_mut().zip(x) {
+        *m &= u8::from(v.wrapping_sub(l) <= span);
+    }
+}
+
+fn range_mask<U: Int>(x: &[U], l: U, span: U, mask: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn avx2<U: Int>(x: &[U], l: U, span: U, mask: &mut [u8]) {
+        range_mask_impl(x, l, span, mask);
+    }
+    avx2_dispatch!(avx2(x, l, span, mask), range_mask_impl(x, l, span, mask))
+}
+
+/// `mask[i] &= table[codes[i]]`; returns the OR of every entry looked up (bit 1 marks a code
+/// past the dictionary). `table` has an entry for every value `U` can take at the packed width.
+#[inline(always)]
+fn table_mask_impl<U: Int>(codes: &[U], table: &[u8], mask: &mut [u8]) -> u8 {
+    let mut seen = 0u8;
+    for (m, &c) in mask.iter_mut().zip(codes) {
+        let t = table.get(c.to_u64() as usize).copied().unwrap_or(2);
+        seen |= t;
+        *m &= t;
+    }
+    seen
+}
+
+/// [`table_mask_impl`] for byte codes: a 256-entry table needs no bounds checks.
+#[inline(always)]
+fn table_mask_u8(codes: &[u8], table: &[u8; 256], mask: &mut [u8]) -> u8 {
+    let mut seen = 0u8;
+    for (m, &c) in mask.iter_mut().zip(codes) {
+        let t = table[usize::from(c)];
+        seen |= t;
+        *m &= t;
+    }
+    seen
+}
+
+fn table_mask<U: Int>(codes: &[U], table: &[u8], mask: &mut [u8]) -> u8 {
+    if let (Some(c), Some(t)) = (
+        bytemuck::try_cast_slice::<U, u8>(codes)
+            .ok()
+            .filter(|_| U::BITS == 8),
+        <&[u8; 256]>::try_from(table).ok(),
+    ) {
+        return table_mask_u8(c, t, mask);
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn avx2<U: Int>(codes: &[U], table: &[u8], mask: &mut [u8]) -> u8 {
+        table_mask_impl(codes, table, mask)
+    }
+    avx2_dispatch!(
+        avx2(codes, table, mask),
+        table_mask_impl(codes, table, mask)
+    )
+}
+
+thread_local! {
+    /// One block of unpacked words, reused so blocks are not zeroed before every unpack.
+    static UNPACKED: std::cell::RefCell<Vec<u64>> = std::cell::RefCell::new(vec![0; BLOCK]);
+}
+
 impl PackedCol<'_> {
+    /// Unpacks block `b` into a reused buffer and hands its first `n` words to `f`.
+    fn with_block<R>(&self, b: usize, n: usize, f: impl FnOnce(Unpacked<'_>) -> R) -> R {
+        UNPACKED.with(|cell| {
+            let mut buf = cell.borrow_mut();
+            with_words!(&self.words, U, w => {
+                let out: &mut [U] = &mut bytemuck::cast_slice_mut::<u64, U>(&mut buf[..])[..BLOCK];
+                if self.width == 0 {
+                    out.fill(0 as U);
+                } else {
+                    let per = BLOCK * self.width / U::BITS as usize;
+                    let src = &w[b * per..(b + 1) * per];
+                    // SAFETY: `new` checked `width <= U::BITS` and the word count, so block
+                    // `b` (below the node's vector count, which callers guarantee) has `per`
+                    // words; `out` holds 1024 values.
+                    unsafe { U::unchecked_unpack(self.width, src, out) };
+                }
+                f(U::view(&out[..n]))
+            })
+        })
+    }
+
     /// Unpacks block `b` (values `1024b..`) into `out[..n]`.
     fn load(&self, b: usize, n: usize, out: &mut [i64]) {
-        with_words!(&self.words, U, w => {
-            let r = U::from_u64_wrapping(self.reference);
-            let mut tmp = [0 as U; BLOCK];
-            if self.width > 0 {
-                let per = BLOCK * self.width / U::BITS as usize;
-                let src = &w[b * per..(b + 1) * per];
-                // SAFETY: `new` checked `width <= U::BITS` and the word count, so block `b`
-                // (below the node's vector count, which callers guarantee) has `per` words.
-                unsafe { U::unchecked_unpack(self.width, src, &mut tmp) };
-            }
-            widen(&tmp[..n], r, self.ptype, &mut out[..n]);
+        let r = self.reference;
+        let ptype = self.ptype;
+        self.with_block(b, n, |u| match u {
+            Unpacked::U8(x) => widen(x, r as u8, ptype, &mut out[..n]),
+            Unpacked::U16(x) => widen(x, r as u16, ptype, &mut out[..n]),
+            Unpacked::U32(x) => widen(x, r as u32, ptype, &mut out[..n]),
+            Unpacked::U64(x) => widen(x, r, ptype, &mut out[..n]),
         })
     }
 
@@ -194,23 +303,19 @@ impl PackedCol<'_> {
     fn gather(&self, b: usize, idx: &[usize], out: &mut [i64]) {
         with_words!(&self.words, U, w => {
             let r = U::from_u64_wrapping(self.reference);
-            let mut tmp = [MaybeUninit::<U>::uninit(); BLOCK];
             let k = idx.len();
-            if self.width == 0 {
-                for o in &mut out[..k] {
-                    *o = 0;
-                }
-                widen(&vec![0 as U; k], r, self.ptype, &mut out[..k]);
-                return;
-            }
-            let per = BLOCK * self.width / U::BITS as usize;
-            let src = &w[b * per..(b + 1) * per];
-            // SAFETY: as in `load`; every index is below 1024 (positions within a block).
-            unsafe { U::unchecked_unpack_indices(self.width, src, idx, &mut tmp[..k]) };
             let mut vals = [0 as U; BLOCK];
-            for (v, t) in vals.iter_mut().zip(&tmp[..k]) {
-                // SAFETY: `unchecked_unpack_indices` wrote the first `k` outputs.
-                *v = unsafe { t.assume_init() };
+            if self.width > 0 {
+                let mut tmp = [MaybeUninit::<U>::uninit(); BLOCK];
+                let per = BLOCK * self.width / U::BITS as usize;
+                let src = &w[b * per..(b + 1) * per];
+                // SAFETY: as in `with_block`; every index is below 1024 (positions within a
+                // block).
+                unsafe { U::unchecked_unpack_indices(self.width, src, idx, &mut tmp[..k]) };
+                for (v, t) in vals.iter_mut().zip(&tmp[..k]) {
+                    // SAFETY: `unchecked_unpack_indices` wrote the first `k` outputs.
+                    *v = unsafe { t.assume_init() };
+                }
             }
             widen(&vals[..k], r, self.ptype, &mut out[..k]);
         })
@@ -221,29 +326,76 @@ impl PackedCol<'_> {
         let Some(base) = self.exact_base else {
             return false;
         };
-        let top = if self.width == 0 { 0 } else { (1i128 << self.width) - 1 };
+        let top = if self.width == 0 {
+            0
+        } else {
+            (1i128 << self.width) - 1
+        };
         let plo = (i128::from(lo) - base).max(0);
         let phi = (i128::from(hi) - base).min(top);
         if plo > phi {
             mask[..n].fill(0);
             return true;
         }
-        with_words!(&self.words, U, w => {
-            let mut tmp = [0 as U; BLOCK];
-            if self.width > 0 {
-                let per = BLOCK * self.width / U::BITS as usize;
-                let src = &w[b * per..(b + 1) * per];
-                // SAFETY: as in `load`.
-                unsafe { U::unchecked_unpack(self.width, src, &mut tmp) };
-            }
-            // plo..=phi lie within 0..2^width, so they fit U.
-            let l = plo as u64 as U;
-            let span = (phi - plo) as u64 as U;
-            for (m, &x) in mask[..n].iter_mut().zip(&tmp[..n]) {
-                *m &= u8::from(x.wrapping_sub(l) <= span);
-            }
+        // plo..=phi lie within 0..2^width, so they fit the packed type.
+        let (l, span) = (plo as u64, (phi - plo) as u64);
+        let mask = &mut mask[..n];
+        self.with_block(b, n, |u| match u {
+            Unpacked::U8(x) => range_mask(x, l as u8, span as u8, mask),
+            Unpacked::U16(x) => range_mask(x, l as u16, span as u16, mask),
+            Unpacked::U32(x) => range_mask(x, l as u32, span as u32, mask),
+            Unpacked::U64(x) => range_mask(x, l, span, mask),
         });
         true
+    }
+
+    /// ANDs `table[code]` into `mask[..n]`; errors on a code past the dictionary
+    /// (`table` marks those with bit 1).
+    fn filter_table(&self, b: usize, n: usize, table: &[u8], mask: &mut [u8]) -> Result<()> {
+        let mask = &mut mask[..n];
+        let seen = self.with_block(b, n, |u| match u {
+            Unpacked::U8(x) => table_mask(x, table, mask),
+            Unpacked::U16(x) => table_mask(x, table, mask),
+            Unpacked::U32(x) => table_mask(x, table, mask),
+            Unpacked::U64(x) => table_mask(x, table, mask),
+        });
+        if seen & 2 != 0 {
+            return Err(Error::corrupt("dictionary code past the dictionary's end"));
+        }
+        Ok(())
+    }
+}
+
+/// A block of unpacked words of one of the four unsigned types.
+enum Unpacked<'u> {
+    U8(&'u [u8]),
+    U16(&'u [u16]),
+    U32(&'u [u32]),
+    U64(&'u [u64]),
+}
+
+trait View: Sized {
+    fn view(x: &[Self]) -> Unpacked<'_>;
+}
+
+impl View for u8 {
+    fn view(x: &[u8]) -> Unpacked<'_> {
+        Unpacked::U8(x)
+    }
+}
+impl View for u16 {
+    fn view(x: &[u16]) -> Unpacked<'_> {
+        Unpacked::U16(x)
+    }
+}
+impl View for u32 {
+    fn view(x: &[u32]) -> Unpacked<'_> {
+        Unpacked::U32(x)
+    }
+}
+impl View for u64 {
+    fn view(x: &[u64]) -> Unpacked<'_> {
+        Unpacked::U64(x)
     }
 }
 
@@ -299,7 +451,10 @@ pub fn ints_to_i64(v: &IntVec) -> Result<Vec<i64>> {
     match v {
         IntVec::U64(x) => x
             .iter()
-            .map(|&u| i64::try_from(u).map_err(|_| Error::unsupported("u64 values above i64::MAX in a query")))
+            .map(|&u| {
+                i64::try_from(u)
+                    .map_err(|_| Error::unsupported("u64 values above i64::MAX in a query"))
+            })
             .collect(),
         _ => Ok(match_ints!(v, T, x => x.iter().map(|e| e.to_i128() as i64).collect())),
     }
@@ -413,7 +568,14 @@ impl<'a> ChunkColumn<'a> {
         )
     }
 
-    fn dict_codes(codes: &PackedCol<'_>, b: usize, n: usize, sel: Option<&[usize]>, dict_len: usize, out: &mut [i64]) -> Result<usize> {
+    fn dict_codes(
+        codes: &PackedCol<'_>,
+        b: usize,
+        n: usize,
+        sel: Option<&[usize]>,
+        dict_len: usize,
+        out: &mut [i64],
+    ) -> Result<usize> {
         let k = match sel {
             None => {
                 codes.load(b, n, out);
@@ -499,6 +661,31 @@ impl<'a> ChunkColumn<'a> {
         Ok(())
     }
 
+    /// For a dictionary chunk: `pred` evaluated on every dictionary entry, one entry per code
+    /// the packed width can hold (codes past the dictionary marked invalid with bit 1), for
+    /// [`ChunkColumn::filter`]. Built once per chunk.
+    pub fn code_table(&self, pred: &dyn Fn(i64) -> bool) -> Option<Vec<u8>> {
+        let Source::Dict {
+            codes,
+            values: DictValues::Ints(v),
+        } = &self.source
+        else {
+            return None;
+        };
+        if codes.width > 16 {
+            return None;
+        }
+        let mut table: Vec<u8> = v.iter().map(|&x| u8::from(pred(x))).collect();
+        // Byte codes get a full 256-entry table (codes past 2^width never occur).
+        let entries = if codes.ptype == PType::U8 {
+            256
+        } else {
+            1 << codes.width
+        };
+        table.resize(entries.max(table.len()), 2);
+        Some(table)
+    }
+
     /// ANDs `pred(value)` into `mask[..n]` for block `b`, where `range` is `Some((lo, hi))`
     /// when the predicate is exactly `lo <= v <= hi`: that form is compared in the packed
     /// domain. `pred` sees the column's integral values.
@@ -508,6 +695,7 @@ impl<'a> ChunkColumn<'a> {
         n: usize,
         range: Option<(i64, i64)>,
         pred: &dyn Fn(i64) -> bool,
+        table: Option<&[u8]>,
         mask: &mut [u8],
         tmp: &mut Block,
     ) -> Result<()> {
@@ -523,12 +711,13 @@ impl<'a> ChunkColumn<'a> {
                 codes,
                 values: DictValues::Ints(v),
             } => {
-                // Evaluate on the dictionary, then map codes through the table.
-                let table: Vec<u8> = v.iter().map(|&x| u8::from(pred(x))).collect();
+                if let Some(t) = table {
+                    return codes.filter_table(b, n, t, mask);
+                }
                 let mut c = [0i64; BLOCK];
                 Self::dict_codes(codes, b, n, None, v.len(), &mut c)?;
                 for (m, &c) in mask[..n].iter_mut().zip(&c[..n]) {
-                    *m &= table[c as usize];
+                    *m &= u8::from(pred(v[c as usize]));
                 }
                 return Ok(());
             }

@@ -510,11 +510,15 @@ pub fn cast_value(v: &Value, from: SqlType, to: SqlType) -> Result<Value> {
             }
             make_integral(scaled as i128, t)
         }
-        (SqlType::Int | SqlType::Decimal(_) | SqlType::Bool, SqlType::Int | SqlType::Decimal(_)) => {
+        (
+            SqlType::Int | SqlType::Decimal(_) | SqlType::Bool,
+            SqlType::Int | SqlType::Decimal(_),
+        ) => {
             let x = integral(v).unwrap_or(0);
             let (fs, ts) = (from.scale(), to.scale());
             let y = if ts >= fs {
-                x.checked_mul(i128::from(pow10(ts - fs))).ok_or_else(overflow)?
+                x.checked_mul(i128::from(pow10(ts - fs)))
+                    .ok_or_else(overflow)?
             } else {
                 div_round(x, fs - ts)
             };
@@ -603,7 +607,11 @@ pub fn eval(e: &Expr, row: &dyn Row) -> Result<Value> {
                     Some(true) => {}
                 }
             }
-            if unknown { Value::Null } else { Value::Bool(true) }
+            if unknown {
+                Value::Null
+            } else {
+                Value::Bool(true)
+            }
         }
         Expr::Or(v) => {
             let mut unknown = false;
@@ -614,7 +622,11 @@ pub fn eval(e: &Expr, row: &dyn Row) -> Result<Value> {
                     Some(false) => {}
                 }
             }
-            if unknown { Value::Null } else { Value::Bool(false) }
+            if unknown {
+                Value::Null
+            } else {
+                Value::Bool(false)
+            }
         }
         Expr::Not(x) => match truth(&eval(x, row)?) {
             Some(b) => Value::Bool(!b),
@@ -653,7 +665,10 @@ mod tests {
         assert_eq!(parse_date("1998-12-01").ok(), Some(10_561));
         assert_eq!(format_date(10_561), "1998-12-01");
         assert_eq!(parse_date("1998-09-02").ok(), Some(10_561 - 90));
-        assert_eq!(add_months(parse_date("1994-01-31").unwrap_or(0), 1).ok(), parse_date("1994-02-28").ok());
+        assert_eq!(
+            add_months(parse_date("1994-01-31").unwrap_or(0), 1).ok(),
+            parse_date("1994-02-28").ok()
+        );
         assert!(parse_date("1998-02-30").is_err());
     }
 

@@ -27,21 +27,12 @@ use crate::expr::{
 use crate::query::{AggFunc, Query, QueryResult};
 
 /// How a scan runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ScanOptions {
     /// Worker threads (0: rayon's default, one per core).
     pub threads: usize,
     /// Run every chunk through the reference path (for checking the fast path).
     pub reference: bool,
-}
-
-impl Default for ScanOptions {
-    fn default() -> Self {
-        ScanOptions {
-            threads: 0,
-            reference: false,
-        }
-    }
 }
 
 /// The running state of one aggregate for one group.
@@ -180,7 +171,9 @@ fn cell(values: &Values, validity: Option<&Validity>, i: usize, ty: SqlType) -> 
         }
         Values::F32(v) => Value::Float(v.get(i).map_or(f64::NAN, |&f| f64::from(f))),
         Values::F64(v) => Value::Float(v.get(i).copied().unwrap_or(f64::NAN)),
-        Values::Bytes(b) => Value::Str(String::from_utf8_lossy(b.get(i).unwrap_or(&[])).into_owned()),
+        Values::Bytes(b) => {
+            Value::Str(String::from_utf8_lossy(b.get(i).unwrap_or(&[])).into_owned())
+        }
     }
 }
 
@@ -241,7 +234,12 @@ impl Table {
         &self.file
     }
 
-    fn decode_chunk(&self, cols: &[usize], chunk: usize, scratch: &mut Scratch) -> Result<DecodedChunk> {
+    fn decode_chunk(
+        &self,
+        cols: &[usize],
+        chunk: usize,
+        scratch: &mut Scratch,
+    ) -> Result<DecodedChunk> {
         let mut out = HashMap::new();
         for &c in cols {
             let (v, validity) = self.file.read_chunk(c, chunk, scratch)?;
@@ -260,7 +258,11 @@ impl Table {
             pool.install(|| self.aggregate(q, opts))?
         } else {
             let mut rows = Vec::new();
-            let stop = q.order_by.is_empty().then(|| q.limit.map(|l| l + q.offset)).flatten();
+            let stop = q
+                .order_by
+                .is_empty()
+                .then(|| q.limit.map(|l| l + q.offset))
+                .flatten();
             self.for_each_row(q, |r| {
                 rows.push(r);
                 stop.is_none_or(|s| (rows.len() as u64) < s)
@@ -279,9 +281,13 @@ impl Table {
                 std::cmp::Ordering::Equal
             });
         }
-        let start = usize::try_from(q.offset).unwrap_or(usize::MAX).min(rows.len());
+        let start = usize::try_from(q.offset)
+            .unwrap_or(usize::MAX)
+            .min(rows.len());
         let end = match q.limit {
-            Some(l) => start.saturating_add(usize::try_from(l).unwrap_or(usize::MAX)).min(rows.len()),
+            Some(l) => start
+                .saturating_add(usize::try_from(l).unwrap_or(usize::MAX))
+                .min(rows.len()),
             None => rows.len(),
         };
         let shown = q.output.len() - q.hidden;
@@ -303,7 +309,10 @@ impl Table {
         let mut scratch = Scratch::default();
         for c in 0..self.file.num_chunks() {
             let chunk = self.decode_chunk(&cols, c, &mut scratch)?;
-            let rows = self.file.try_chunk_meta(0, c).map_or(0, |m| m.rows as usize);
+            let rows = self
+                .file
+                .try_chunk_meta(0, c)
+                .map_or(0, |m| m.rows as usize);
             for i in 0..rows {
                 let row = ChunkRow { chunk: &chunk, i };
                 if let Some(p) = &q.filter
@@ -359,7 +368,10 @@ impl Table {
                 .zip(accs)
                 .map(|(a, acc)| acc.result(a.func, a.ty, a.arg.as_ref().map(Expr::ty)))
                 .collect();
-            let row = AggRow { aggs: &aggs, keys: key };
+            let row = AggRow {
+                aggs: &aggs,
+                keys: key,
+            };
             if let Some(h) = &q.having
                 && expr::eval(h, &row)? != Value::Bool(true)
             {
@@ -375,7 +387,13 @@ impl Table {
         Ok(rows)
     }
 
-    fn reference_chunk(&self, q: &Query, cols: &[usize], c: usize, scratch: &mut Scratch) -> Result<Groups> {
+    fn reference_chunk(
+        &self,
+        q: &Query,
+        cols: &[usize],
+        c: usize,
+        scratch: &mut Scratch,
+    ) -> Result<Groups> {
         let chunk = self.decode_chunk(cols, c, scratch)?;
         let rows = self.file.try_chunk_meta(0, c)?.rows as usize;
         let naggs = q.aggregates.len();
@@ -430,9 +448,17 @@ enum ColPred {
     /// `lo <= v <= hi` on the column's stored (scaled) integers.
     Range { col: usize, lo: i64, hi: i64 },
     /// `v IN set` (or NOT IN) on stored integers.
-    Set { col: usize, set: Vec<i64>, negated: bool },
+    Set {
+        col: usize,
+        set: Vec<i64>,
+        negated: bool,
+    },
     /// `v IN set` (or NOT IN) on strings.
-    Strings { col: usize, set: Vec<Vec<u8>>, negated: bool },
+    Strings {
+        col: usize,
+        set: Vec<Vec<u8>>,
+        negated: bool,
+    },
 }
 
 /// The fast plan of a query: its conjuncts split into column predicates and the rest.
@@ -499,7 +525,14 @@ fn col_pred(e: &Expr) -> Option<ColPred> {
                 (Expr::Lit(v, _), c) => (c, v, op.flip()),
                 _ => return None,
             };
-            if let (Expr::Column { index, ty: SqlType::Str }, Value::Str(s)) = (col, lit) {
+            if let (
+                Expr::Column {
+                    index,
+                    ty: SqlType::Str,
+                },
+                Value::Str(s),
+            ) = (col, lit)
+            {
                 return match op {
                     CmpOp::Eq | CmpOp::Ne => Some(ColPred::Strings {
                         col: *index,
@@ -514,7 +547,11 @@ fn col_pred(e: &Expr) -> Option<ColPred> {
             let (lo, hi) = range_of(op, m, lit_i128(lit)?)?;
             let clamp = |x: i128| x.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
             if lo > hi {
-                return Some(ColPred::Range { col: index, lo: 1, hi: 0 });
+                return Some(ColPred::Range {
+                    col: index,
+                    lo: 1,
+                    hi: 0,
+                });
             }
             Some(ColPred::Range {
                 col: index,
@@ -523,7 +560,10 @@ fn col_pred(e: &Expr) -> Option<ColPred> {
             })
         }
         Expr::InList { e, list, negated } => match e.as_ref() {
-            Expr::Column { index, ty: SqlType::Str } => Some(ColPred::Strings {
+            Expr::Column {
+                index,
+                ty: SqlType::Str,
+            } => Some(ColPred::Strings {
                 col: *index,
                 set: list
                     .iter()
@@ -556,7 +596,12 @@ fn fast_expr(e: &Expr) -> bool {
         Expr::Arith { l, r, .. } | Expr::Cmp { l, r, .. } => fast_expr(l) && fast_expr(r),
         Expr::Neg(x, _) | Expr::Not(x) => fast_expr(x),
         Expr::And(v) | Expr::Or(v) => v.iter().all(fast_expr),
-        Expr::InList { e, list, .. } => fast_expr(e) && list.iter().all(|v| !matches!(v, Value::Null | Value::Str(_))),
+        Expr::InList { e, list, .. } => {
+            fast_expr(e)
+                && list
+                    .iter()
+                    .all(|v| !matches!(v, Value::Null | Value::Str(_)))
+        }
         Expr::IsNull { .. } => false,
         Expr::Cast(x, to) => {
             fast_expr(x)
@@ -630,9 +675,7 @@ fn no_overflow(e: &Expr, stats: &dyn Fn(usize) -> Option<(i128, i128)>) -> bool 
         _ => true,
     };
     children_ok
-        && (!e.ty().is_integral()
-            || e.ty() == SqlType::Bool
-            || interval(e, stats).is_some())
+        && (!e.ty().is_integral() || e.ty() == SqlType::Bool || interval(e, stats).is_some())
 }
 
 impl FastPlan {
@@ -699,7 +742,9 @@ impl FastPlan {
         // Columns, opened lazily in encoded form.
         let mut needed = Vec::new();
         for p in &preds {
-            let (ColPred::Range { col, .. } | ColPred::Set { col, .. } | ColPred::Strings { col, .. }) = p;
+            let (ColPred::Range { col, .. }
+            | ColPred::Set { col, .. }
+            | ColPred::Strings { col, .. }) = p;
             if !needed.contains(col) {
                 needed.push(*col);
             }
@@ -744,6 +789,25 @@ impl FastPlan {
             || q.aggregates
                 .iter()
                 .any(|a| a.arg.as_ref().is_some_and(|e| !no_overflow(e, &stats)));
+        // Dictionary chunks evaluate their predicates on the dictionary, once per chunk.
+        let mut tables: Vec<Option<Vec<u8>>> = Vec::with_capacity(preds.len());
+        for p in &preds {
+            tables.push(match p {
+                ColPred::Range { col, lo, hi } => {
+                    let (lo, hi) = (*lo, *hi);
+                    columns
+                        .get(col)
+                        .and_then(|c| c.code_table(&|x| x >= lo && x <= hi))
+                }
+                ColPred::Set { col, set, negated } => {
+                    let neg = *negated;
+                    columns
+                        .get(col)
+                        .and_then(|c| c.code_table(&|x| set.contains(&x) != neg))
+                }
+                ColPred::Strings { .. } => None,
+            });
+        }
         // String predicates are evaluated once per chunk.
         let mut string_masks: Vec<Option<Vec<u8>>> = Vec::with_capacity(preds.len());
         for p in &preds {
@@ -760,7 +824,11 @@ impl FastPlan {
                             let table = string_mask(dict, set, *negated);
                             codes
                                 .iter()
-                                .map(|&c| table.get(c as usize).copied().ok_or_else(|| Error::corrupt("string code past the dictionary")))
+                                .map(|&c| {
+                                    table.get(c as usize).copied().ok_or_else(|| {
+                                        Error::corrupt("string code past the dictionary")
+                                    })
+                                })
                                 .collect::<Result<Vec<u8>>>()?
                         }
                     })
@@ -782,14 +850,28 @@ impl FastPlan {
                 // magnitude (1024 of them stay below 2^62).
                 let small = a.arg.as_ref().is_some_and(|e| {
                     e.ty() != SqlType::Float
-                        && interval(e, &stats).is_some_and(|(lo, hi)| {
-                            lo > -(1i128 << 52) && hi < 1i128 << 52
-                        })
+                        && interval(e, &stats)
+                            .is_some_and(|(lo, hi)| lo > -(1i128 << 52) && hi < 1i128 << 52)
                 });
                 DenseAcc::new(nslots + 1, small)
             })
             .collect();
         let mut selected = vec![0i64; nslots + 1];
+        // sum(x) and avg(x) share one accumulator.
+        let sum_like = |f: AggFunc| matches!(f, AggFunc::Sum | AggFunc::Avg);
+        let shared: Vec<usize> = q
+            .aggregates
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                q.aggregates[..i]
+                    .iter()
+                    .position(|b| {
+                        b.arg == a.arg && (b.func == a.func || sum_like(a.func) && sum_like(b.func))
+                    })
+                    .unwrap_or(i)
+            })
+            .collect();
         let mut ev = BlockEval {
             columns: &columns,
             checked,
@@ -807,9 +889,12 @@ impl FastPlan {
             let n = BLOCK.min(rows - start);
             mask[..n].fill(1);
             let mut any = true;
-            for (p, sm) in preds.iter().zip(&string_masks) {
+            for ((p, sm), table) in preds.iter().zip(&string_masks).zip(&tables) {
+                let table = table.as_deref();
                 let col = match p {
-                    ColPred::Range { col, .. } | ColPred::Set { col, .. } | ColPred::Strings { col, .. } => *col,
+                    ColPred::Range { col, .. }
+                    | ColPred::Set { col, .. }
+                    | ColPred::Strings { col, .. } => *col,
                 };
                 match (p, sm) {
                     (_, Some(sm)) => {
@@ -819,13 +904,33 @@ impl FastPlan {
                     }
                     (ColPred::Range { lo, hi, .. }, None) => {
                         let (lo, hi) = (*lo, *hi);
-                        let cc = columns.get(&col).ok_or_else(|| Error::invalid("column not open"))?;
-                        cc.filter(b, n, Some((lo, hi)), &|x| x >= lo && x <= hi, &mut mask, &mut tmp)?;
+                        let cc = columns
+                            .get(&col)
+                            .ok_or_else(|| Error::invalid("column not open"))?;
+                        cc.filter(
+                            b,
+                            n,
+                            Some((lo, hi)),
+                            &|x| x >= lo && x <= hi,
+                            table,
+                            &mut mask,
+                            &mut tmp,
+                        )?;
                     }
                     (ColPred::Set { set, negated, .. }, None) => {
-                        let cc = columns.get(&col).ok_or_else(|| Error::invalid("column not open"))?;
+                        let cc = columns
+                            .get(&col)
+                            .ok_or_else(|| Error::invalid("column not open"))?;
                         let neg = *negated;
-                        cc.filter(b, n, None, &|x| set.contains(&x) != neg, &mut mask, &mut tmp)?;
+                        cc.filter(
+                            b,
+                            n,
+                            None,
+                            &|x| set.contains(&x) != neg,
+                            table,
+                            &mut mask,
+                            &mut tmp,
+                        )?;
                     }
                     (ColPred::Strings { .. }, None) => {}
                 }
@@ -855,7 +960,21 @@ impl FastPlan {
             ev.sparse = hits * 4 < n;
             ev.idx.clear();
             if ev.sparse {
-                ev.idx.extend((0..n).filter(|&i| mask[i] != 0));
+                // Eight mask bytes at a time, skipping empty words.
+                let mut words = mask[..n].chunks_exact(8);
+                for (w, bytes) in (&mut words).enumerate() {
+                    let mut word = u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]));
+                    while word != 0 {
+                        ev.idx.push(w * 8 + (word.trailing_zeros() / 8) as usize);
+                        word &= word - 1;
+                    }
+                }
+                let base = n - words.remainder().len();
+                for (i, &m) in words.remainder().iter().enumerate() {
+                    if m != 0 {
+                        ev.idx.push(base + i);
+                    }
+                }
             }
             sel_g.clear();
             let k = ev.len();
@@ -865,7 +984,11 @@ impl FastPlan {
                     sel_g.extend(ev.idx.iter().map(|&i| g[i]));
                 } else {
                     let t = trash as u32;
-                    sel_g.extend(g.iter().zip(&mask[..n]).map(|(&g, &m)| if m != 0 { g } else { t }));
+                    sel_g.extend(
+                        g.iter()
+                            .zip(&mask[..n])
+                            .map(|(&g, &m)| if m != 0 { g } else { t }),
+                    );
                 }
             } else if hits < n && !ev.sparse {
                 let t = trash as u32;
@@ -882,9 +1005,9 @@ impl FastPlan {
                     selected[s as usize] += 1;
                 }
             }
-            for (a, d) in q.aggregates.iter().zip(&mut dense) {
+            for (i, (a, d)) in q.aggregates.iter().zip(&mut dense).enumerate() {
                 let Some(e) = &a.arg else { continue };
-                if a.func == AggFunc::Count {
+                if a.func == AggFunc::Count || shared[i] != i {
                     continue;
                 }
                 let v = ev.eval(e)?;
@@ -906,8 +1029,8 @@ impl FastPlan {
                 continue;
             }
             let g = groups.slot(key, naggs);
-            for ((a, d), acc) in q.aggregates.iter().zip(&dense).zip(&mut groups.accs[g]) {
-                *acc = d.to_acc(s, a.arg.as_ref().map(Expr::ty));
+            for (i, (a, acc)) in q.aggregates.iter().zip(&mut groups.accs[g]).enumerate() {
+                *acc = dense[shared[i]].to_acc(s, a.arg.as_ref().map(Expr::ty));
             }
         }
         Ok(groups)
@@ -961,7 +1084,9 @@ fn group_ids(
                     return Err(Error::corrupt("string code past the dictionary"));
                 }
                 let distinct = (0..dict.len())
-                    .map(|i| Value::Str(String::from_utf8_lossy(dict.get(i).unwrap_or(&[])).into_owned()))
+                    .map(|i| {
+                        Value::Str(String::from_utf8_lossy(dict.get(i).unwrap_or(&[])).into_owned())
+                    })
                     .collect();
                 (codes.to_vec(), distinct)
             }
@@ -1009,7 +1134,9 @@ fn string_ids(s: &ByteStrings) -> Result<(Vec<u32>, Vec<Value>)> {
     let mut ids = Vec::with_capacity(n);
     let mut distinct: Vec<Value> = Vec::new();
     let str_of = |b: &[u8]| Value::Str(String::from_utf8_lossy(b).into_owned());
-    let one_byte = s.data.len() == n && s.offsets.windows(2).all(|w| w[1] == w[0] + 1);
+    let one_byte = s.data.len() == n
+        && s.offsets.first() == Some(&0)
+        && s.offsets.windows(2).all(|w| w[1] == w[0] + 1);
     if one_byte {
         let mut table = [u32::MAX; 256];
         for &b in &s.data {
@@ -1090,7 +1217,7 @@ impl DenseAcc {
         DenseAcc {
             count: vec![0; n],
             sum_i: vec![0; n],
-            part: vec![0; n],
+            part: vec![0; 4 * n],
             small,
             sum_f: vec![0.0; n],
             min_i: vec![i64::MAX; n],
@@ -1120,13 +1247,16 @@ impl DenseAcc {
                         self.sum_i[0] += i128::from(kept);
                         return;
                     }
-                    let part = &mut self.part;
-                    for (&v, &s) in x.iter().zip(slots) {
-                        part[s as usize] += v;
-                    }
-                    for (p, s) in part.iter_mut().zip(&mut self.sum_i) {
-                        *s += i128::from(*p);
-                        *p = 0;
+                    let stride = self.sum_i.len();
+                    kernels::scatter(&mut self.part, stride, x, slots);
+                    for k in 0..4 {
+                        for (p, s) in self.part[k * stride..(k + 1) * stride]
+                            .iter_mut()
+                            .zip(&mut self.sum_i)
+                        {
+                            *s += i128::from(*p);
+                            *p = 0;
+                        }
                     }
                 } else {
                     for (&v, &s) in x.iter().zip(slots) {
@@ -1178,7 +1308,10 @@ impl DenseAcc {
         let count = self.count[s];
         let (min, max) = match ty {
             _ if count == 0 => (None, None),
-            Some(SqlType::Float) => (Some(Value::Float(self.min_f[s])), Some(Value::Float(self.max_f[s]))),
+            Some(SqlType::Float) => (
+                Some(Value::Float(self.min_f[s])),
+                Some(Value::Float(self.max_f[s])),
+            ),
             Some(t) => (
                 make_integral(i128::from(self.min_i[s]), t).ok(),
                 make_integral(i128::from(self.max_i[s]), t).ok(),
@@ -1192,6 +1325,101 @@ impl DenseAcc {
             min,
             max,
         }
+    }
+}
+
+/// The right operand of a block operation.
+enum Operand {
+    /// The same value for every row.
+    Scalar(i64),
+    /// `scalar - value` (a literal on the left of a subtraction).
+    RevSub(i64),
+    /// One value per row.
+    Vector(Vec<i64>),
+}
+
+/// Block arithmetic, compiled for AVX-512 (64-bit multiplies) or AVX2 when the CPU has them.
+mod kernels {
+    use super::{ArithOp, Operand};
+
+    #[inline(always)]
+    fn arith_impl(op: ArithOp, a: &mut [i64], b: &Operand) {
+        match (op, b) {
+            (ArithOp::Add, Operand::Scalar(y)) => {
+                a.iter_mut().for_each(|x| *x = x.wrapping_add(*y))
+            }
+            (ArithOp::Sub, Operand::Scalar(y)) => {
+                a.iter_mut().for_each(|x| *x = x.wrapping_sub(*y))
+            }
+            (ArithOp::Mul, Operand::Scalar(y)) => {
+                a.iter_mut().for_each(|x| *x = x.wrapping_mul(*y))
+            }
+            (_, Operand::RevSub(y)) => a.iter_mut().for_each(|x| *x = y.wrapping_sub(*x)),
+            (ArithOp::Add, Operand::Vector(v)) => a
+                .iter_mut()
+                .zip(v)
+                .for_each(|(x, &y)| *x = x.wrapping_add(y)),
+            (ArithOp::Sub, Operand::Vector(v)) => a
+                .iter_mut()
+                .zip(v)
+                .for_each(|(x, &y)| *x = x.wrapping_sub(y)),
+            (_, Operand::Vector(v)) => a
+                .iter_mut()
+                .zip(v)
+                .for_each(|(x, &y)| *x = x.wrapping_mul(y)),
+            (ArithOp::Div, Operand::Scalar(_)) => {}
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn arith_avx512(op: ArithOp, a: &mut [i64], b: &Operand) {
+        arith_impl(op, a, b);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn arith_avx2(op: ArithOp, a: &mut [i64], b: &Operand) {
+        arith_impl(op, a, b);
+    }
+
+    /// `a = a op b`, wrapping (callers proved that nothing overflows).
+    pub(super) fn arith(op: ArithOp, a: &mut [i64], b: &Operand) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512dq") {
+                // SAFETY: the CPU supports AVX-512F/DQ (checked just above).
+                return unsafe { arith_avx512(op, a, b) };
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                return unsafe { arith_avx2(op, a, b) };
+            }
+        }
+        arith_impl(op, a, b);
+    }
+
+    #[inline(always)]
+    fn scatter_impl(part: &mut [i64], stride: usize, x: &[i64], slots: &[u32]) {
+        // Four interleaved copies of the partial sums, so neighbouring rows of the same group
+        // do not wait on each other's store.
+        let mut xs = x.chunks_exact(4);
+        let mut ss = slots.chunks_exact(4);
+        for (v, s) in (&mut xs).zip(&mut ss) {
+            part[s[0] as usize] += v[0];
+            part[stride + s[1] as usize] += v[1];
+            part[2 * stride + s[2] as usize] += v[2];
+            part[3 * stride + s[3] as usize] += v[3];
+        }
+        for (v, s) in xs.remainder().iter().zip(ss.remainder()) {
+            part[*s as usize] += v;
+        }
+    }
+
+    /// `part[k * stride + slots[j]] += x[j]` with `k = j % 4`; `part` has `4 * stride` entries
+    /// and every slot is below `stride`.
+    pub(super) fn scatter(part: &mut [i64], stride: usize, x: &[i64], slots: &[u32]) {
+        scatter_impl(part, stride, x, slots);
     }
 }
 
@@ -1242,7 +1470,10 @@ impl BlockEval<'_, '_> {
         let k = self.len();
         Ok(match e {
             Expr::Column { index, .. } => {
-                let col = self.columns.get(index).ok_or_else(|| Error::invalid("column not open"))?;
+                let col = self
+                    .columns
+                    .get(index)
+                    .ok_or_else(|| Error::invalid("column not open"))?;
                 let mut out = Block::Floats(Vec::with_capacity(k));
                 col.load(self.b, self.n, self.sel(), &mut out)?;
                 match out {
@@ -1273,7 +1504,11 @@ impl BlockEval<'_, '_> {
                 self.pool.push(v);
                 out
             }
-            _ => return Err(Error::unsupported("float expression in the block evaluator")),
+            _ => {
+                return Err(Error::unsupported(
+                    "float expression in the block evaluator",
+                ));
+            }
         })
     }
 
@@ -1281,12 +1516,17 @@ impl BlockEval<'_, '_> {
         let k = self.len();
         Ok(match e {
             Expr::Column { index, .. } => {
-                let col = self.columns.get(index).ok_or_else(|| Error::invalid("column not open"))?;
+                let col = self
+                    .columns
+                    .get(index)
+                    .ok_or_else(|| Error::invalid("column not open"))?;
                 let mut out = Block::Ints(self.ints());
                 col.load(self.b, self.n, self.sel(), &mut out)?;
                 match out {
                     Block::Ints(v) => v,
-                    Block::Floats(_) => return Err(Error::invalid("float column read as integers")),
+                    Block::Floats(_) => {
+                        return Err(Error::invalid("float column read as integers"));
+                    }
                 }
             }
             Expr::Lit(v, _) => {
@@ -1302,27 +1542,50 @@ impl BlockEval<'_, '_> {
                 out
             }
             Expr::Arith { op, l, r, .. } => {
-                let mut a = self.eval_i(l)?;
-                let b = self.eval_i(r)?;
+                if *op == ArithOp::Div {
+                    return Err(Error::invalid("integer division in the IR"));
+                }
+                // A literal operand stays a scalar.
+                let lit = |e: &Expr| match e {
+                    Expr::Lit(v, _) => lit_i128(v).and_then(|x| i64::try_from(x).ok()),
+                    _ => None,
+                };
+                let (mut a, b) = match (lit(l), lit(r)) {
+                    (None, Some(y)) => (self.eval_i(l)?, Operand::Scalar(y)),
+                    (Some(x), None) if *op != ArithOp::Sub => (self.eval_i(r)?, Operand::Scalar(x)),
+                    (Some(x), None) => {
+                        // x - v == -(v - x)... only exact without overflow, so negate through
+                        // the kernel: v * -1 + x.
+                        let v = self.eval_i(r)?;
+                        (v, Operand::RevSub(x))
+                    }
+                    _ => (self.eval_i(l)?, Operand::Vector(self.eval_i(r)?)),
+                };
                 if self.checked {
-                    for (x, &y) in a.iter_mut().zip(&b) {
+                    for (i, x) in a.iter_mut().enumerate() {
+                        let (p, q) = match &b {
+                            Operand::Scalar(y) => (*x, *y),
+                            Operand::RevSub(y) => (*y, *x),
+                            Operand::Vector(v) => (*x, v[i]),
+                        };
+                        let op = if matches!(b, Operand::RevSub(_)) {
+                            ArithOp::Sub
+                        } else {
+                            *op
+                        };
                         *x = match op {
-                            ArithOp::Add => x.checked_add(y),
-                            ArithOp::Sub => x.checked_sub(y),
-                            ArithOp::Mul => x.checked_mul(y),
-                            ArithOp::Div => None,
+                            ArithOp::Add => p.checked_add(q),
+                            ArithOp::Sub => p.checked_sub(q),
+                            _ => p.checked_mul(q),
                         }
                         .ok_or_else(overflow)?;
                     }
                 } else {
-                    match op {
-                        ArithOp::Add => a.iter_mut().zip(&b).for_each(|(x, &y)| *x = x.wrapping_add(y)),
-                        ArithOp::Sub => a.iter_mut().zip(&b).for_each(|(x, &y)| *x = x.wrapping_sub(y)),
-                        ArithOp::Mul => a.iter_mut().zip(&b).for_each(|(x, &y)| *x = x.wrapping_mul(y)),
-                        ArithOp::Div => return Err(Error::invalid("integer division in the IR")),
-                    }
+                    kernels::arith(*op, &mut a, &b);
                 }
-                self.pool.push(b);
+                if let Operand::Vector(v) = b {
+                    self.pool.push(v);
+                }
                 a
             }
             Expr::Neg(x, _) => {
@@ -1367,7 +1630,11 @@ impl BlockEval<'_, '_> {
                 out.extend(m.iter().map(|&b| i64::from(b)));
                 out
             }
-            _ => return Err(Error::unsupported("integer expression in the block evaluator")),
+            _ => {
+                return Err(Error::unsupported(
+                    "integer expression in the block evaluator",
+                ));
+            }
         })
     }
 

@@ -9,13 +9,14 @@ use sqlparser::parser::Parser;
 use zipflow_core::{Error, Result};
 
 use crate::expr::{
-    self, ArithOp, CmpOp, Expr, MAX_SCALE, SqlType, Value, add_months, cast_value, fold,
-    parse_date,
+    ArithOp, CmpOp, Expr, MAX_SCALE, SqlType, Value, add_months, cast_value, fold, parse_date,
 };
 use crate::query::{AggFunc, Aggregate, OutputColumn, Query};
 
 fn unsupported(what: impl std::fmt::Display) -> Error {
-    Error::unsupported(format!("{what} (queries are single-table select/filter/aggregate)"))
+    Error::unsupported(format!(
+        "{what} (queries are single-table select/filter/aggregate)"
+    ))
 }
 
 /// The table a query reads: the text of its FROM clause (`'file.zf'`, `"file.zf"` or a name).
@@ -85,12 +86,6 @@ fn table_name(select: &ast::Select) -> Result<String> {
     }
 }
 
-/// Columns a query can refer to: name and type, in file order.
-pub trait Schema {
-    /// `(name, type)` of every column.
-    fn columns(&self) -> Vec<(String, SqlType)>;
-}
-
 /// Parses `sql` and binds it to a table with `columns`.
 pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
     let (select, order_by, limit) = parse_select(sql)?;
@@ -150,7 +145,11 @@ pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
         b.key_asts.push(g);
     }
     let aggregating = !group_asts.is_empty() || select.projection.iter().any(has_aggregate);
-    b.mode = if aggregating { Mode::Aggregated } else { Mode::Rows };
+    b.mode = if aggregating {
+        Mode::Aggregated
+    } else {
+        Mode::Rows
+    };
     let mut output = Vec::new();
     for item in &select.projection {
         match item {
@@ -226,7 +225,10 @@ pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
             if !limit_by.is_empty() {
                 return Err(unsupported("LIMIT BY"));
             }
-            let l = limit.as_ref().map(|e| count_literal(e, "LIMIT")).transpose()?;
+            let l = limit
+                .as_ref()
+                .map(|e| count_literal(e, "LIMIT"))
+                .transpose()?;
             let o = offset
                 .as_ref()
                 .map(|o| count_literal(&o.value, "OFFSET"))
@@ -503,9 +505,7 @@ impl Binder<'_> {
                 Ok(Expr::Cast(Box::new(x), to))
             }
             A::Function(f) => self.function(f),
-            A::Subquery(_) | A::Exists { .. } | A::In { .. } => {
-                Err(unsupported("subqueries"))
-            }
+            A::Subquery(_) | A::Exists { .. } | A::In { .. } => Err(unsupported("subqueries")),
             A::Like { .. } | A::ILike { .. } | A::SimilarTo { .. } | A::RLike { .. } => {
                 Err(unsupported("LIKE / pattern matching"))
             }
@@ -601,10 +601,7 @@ impl Binder<'_> {
         let l = self.bind(left)?;
         let r = self.bind(right)?;
         match op {
-            BinaryOperator::And => Ok(Expr::And(vec![
-                bool_expr(l, "AND")?,
-                bool_expr(r, "AND")?,
-            ])),
+            BinaryOperator::And => Ok(Expr::And(vec![bool_expr(l, "AND")?, bool_expr(r, "AND")?])),
             BinaryOperator::Or => Ok(Expr::Or(vec![bool_expr(l, "OR")?, bool_expr(r, "OR")?])),
             BinaryOperator::Eq => compare(CmpOp::Eq, l, r),
             BinaryOperator::NotEq => compare(CmpOp::Ne, l, r),
@@ -655,7 +652,10 @@ fn number(n: &str) -> Result<Expr> {
             } else {
                 digits.parse().map_err(|_| bad())?
             };
-            Ok(Expr::Lit(Value::Decimal(i128::from(v), scale), SqlType::Decimal(scale)))
+            Ok(Expr::Lit(
+                Value::Decimal(i128::from(v), scale),
+                SqlType::Decimal(scale),
+            ))
         }
     }
 }
@@ -710,9 +710,15 @@ fn interval(iv: &ast::Interval) -> Result<Interval> {
     }
     match unit.trim_end_matches('s') {
         "day" => Ok(Interval { months: 0, days: n }),
-        "week" => Ok(Interval { months: 0, days: 7 * n }),
+        "week" => Ok(Interval {
+            months: 0,
+            days: 7 * n,
+        }),
         "month" => Ok(Interval { months: n, days: 0 }),
-        "year" => Ok(Interval { months: 12 * n, days: 0 }),
+        "year" => Ok(Interval {
+            months: 12 * n,
+            days: 0,
+        }),
         _ => Err(unsupported(format!("interval unit `{unit}`"))),
     }
 }
@@ -724,7 +730,10 @@ fn add_interval(base: Expr, iv: &Interval, sign: i64) -> Result<Expr> {
         base
     };
     if base.ty() != SqlType::Date {
-        return Err(Error::invalid(format!("cannot add an interval to {}", base.ty())));
+        return Err(Error::invalid(format!(
+            "cannot add an interval to {}",
+            base.ty()
+        )));
     }
     if let Expr::Lit(v, _) = &base {
         let Value::Date(d) = v else {
@@ -740,19 +749,15 @@ fn add_interval(base: Expr, iv: &Interval, sign: i64) -> Result<Expr> {
             "adding month or year intervals to a column (only to constant dates)",
         ));
     }
+    // A column plus whole days: the days ride as a date-typed offset.
+    let days =
+        i32::try_from(sign * iv.days).map_err(|_| Error::invalid("interval out of range"))?;
     Ok(Expr::Arith {
         op: ArithOp::Add,
         l: Box::new(base),
-        r: Box::new(Expr::Lit(Value::Date(0), SqlType::Date).with_days(sign * iv.days)?),
+        r: Box::new(Expr::Lit(Value::Date(days), SqlType::Date)),
         ty: SqlType::Date,
     })
-}
-
-impl Expr {
-    fn with_days(self, days: i64) -> Result<Expr> {
-        let d = i32::try_from(days).map_err(|_| Error::invalid("interval out of range"))?;
-        Ok(Expr::Lit(Value::Date(d), SqlType::Date))
-    }
 }
 
 /// Converts `e` to `to`, folding literals.
@@ -796,8 +801,9 @@ fn coerce(a: Expr, b: Expr) -> Result<(Expr, Expr)> {
             b.ty()
         )));
     };
-    if t == SqlType::Date && (a.ty() == SqlType::Str && !a.is_constant()
-        || b.ty() == SqlType::Str && !b.is_constant())
+    if t == SqlType::Date
+        && (a.ty() == SqlType::Str && !a.is_constant()
+            || b.ty() == SqlType::Str && !b.is_constant())
     {
         return Err(unsupported("comparing a string column with a date"));
     }
@@ -838,7 +844,9 @@ fn arith(op: ArithOp, l: Expr, r: Expr) -> Result<Expr> {
                 }),
                 T::Int,
             )),
-            _ => Err(Error::invalid(format!("cannot apply {op:?} to {lt} and {rt}"))),
+            _ => Err(Error::invalid(format!(
+                "cannot apply {op:?} to {lt} and {rt}"
+            ))),
         };
     }
     if !lt.is_numeric() || !rt.is_numeric() {
@@ -857,7 +865,9 @@ fn arith(op: ArithOp, l: Expr, r: Expr) -> Result<Expr> {
     if op == ArithOp::Mul {
         let s = lt.scale() + rt.scale();
         if s > MAX_SCALE {
-            return Err(unsupported(format!("a product of scale {s} (at most {MAX_SCALE})")));
+            return Err(unsupported(format!(
+                "a product of scale {s} (at most {MAX_SCALE})"
+            )));
         }
         let ty = if lt == T::Int && rt == T::Int {
             T::Int
@@ -880,7 +890,3 @@ fn arith(op: ArithOp, l: Expr, r: Expr) -> Result<Expr> {
         ty,
     })
 }
-
-/// Keeps `expr` imported for doc links.
-#[allow(dead_code)]
-fn _docs(_: expr::Value) {}

@@ -243,7 +243,8 @@ impl<'g> ColumnDecoder<'g> {
                 filler.fill(&node, 0).map_err(|e| e.at_chunk(c as u32))?;
                 match g.kernel.kind {
                     KernelKind::Tile => {
-                        for v in 0..node.len.div_ceil(VECTOR_LEN) {
+                        let step = crate::codegen::TILE_VECTORS as usize;
+                        for v in (0..node.len.div_ceil(VECTOR_LEN)).step_by(step) {
                             g.work.extend([index, v as u32]);
                         }
                     }
@@ -361,7 +362,7 @@ impl<'g> ColumnDecoder<'g> {
         let work = work + (range.start * 2 * size_of::<u32>()) as u64;
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
-            block_dim: (group.kernel.kind.threads(), 1, 1),
+            block_dim: (group.kernel.threads, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut b = stream.launch_builder(&group.function);

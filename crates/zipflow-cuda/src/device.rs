@@ -221,7 +221,8 @@ impl Gpu {
 pub fn compile_options(kernel: &Kernel, info: &GpuInfo) -> Vec<String> {
     vec![
         format!("--gpu-architecture={}", info.sm()),
-        format!("-DZF_THREADS={}", kernel.kind.threads()),
+        format!("-DZF_THREADS={}", kernel.threads),
+        format!("-DZF_TILE_VECTORS={}", crate::codegen::TILE_VECTORS),
         "--std=c++17".into(),
     ]
 }

@@ -13,7 +13,7 @@ use std::hint::black_box;
 use std::process::Command;
 use std::time::Duration;
 use zipflow_core::{IntVec, MAX_CHUNK_LEN, Plan, Values};
-use zipflow_encodings::{NodeView, Scratch, decode, encode};
+use zipflow_encodings::{NodeView, Scratch, decode, encode, estimate};
 
 fn rng(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed | 1;
@@ -81,11 +81,13 @@ fn bench(c: &mut Criterion, name: &str, values: &Values, raw: &[u8]) {
     let bytes = encode(&plan, values)
         .and_then(|n| n.to_bytes())
         .unwrap_or_else(|e| panic!("{e}"));
+    let est = estimate(&plan, values).unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
-        "ans/{name}: {} -> {} bytes, ratio {:.4}",
+        "ans/{name}: {} -> {} bytes, ratio {:.4}, estimate {est} bytes ({:+.2} %)",
         raw.len(),
         bytes.len(),
-        bytes.len() as f64 / raw.len() as f64
+        bytes.len() as f64 / raw.len() as f64,
+        100.0 * (est as f64 / bytes.len() as f64 - 1.0)
     );
     let node = NodeView::parse(&bytes).unwrap_or_else(|e| panic!("{e}"));
     let mut g = c.benchmark_group(format!("ans/{name}"));

@@ -36,7 +36,7 @@ fn text() -> (String, Vec<u8>) {
         x ^= x >> 7;
         x ^= x << 17;
         t.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
-        t.push(if x % 13 == 0 { b',' } else { b' ' });
+        t.push(if x.is_multiple_of(13) { b',' } else { b' ' });
     }
     ("generated".into(), t)
 }
@@ -64,6 +64,7 @@ fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
 /// Prints, per corpus in `$ZIPFLOW_TEXTS` (comma-separated paths), each coder's payload ratio,
 /// index overhead, and median MB/s of encoding (all cores) and decoding (one core, all cores)
 /// beside a memcpy of the same bytes. Files over 16 MiB are coded in 16 MiB pieces.
+/// The table's timings are wall-clock: on a busy machine, count cycles instead (below).
 fn table() {
     let Ok(list) = std::env::var("ZIPFLOW_TEXTS") else {
         return;
@@ -97,15 +98,17 @@ fn table() {
                     .collect::<Result<Vec<_>, _>>()
                     .unwrap_or_else(|e| panic!("{p}: {e}"))
             };
-            let nodes: Vec<_> = pieces
-                .iter()
-                .map(|v| encode(&plan, v).unwrap_or_else(|e| panic!("{p}: {e}")))
-                .collect();
+            let nodes: Vec<_> = single.install(|| {
+                pieces
+                    .iter()
+                    .map(|v| encode(&plan, v).unwrap_or_else(|e| panic!("{p}: {e}")))
+                    .collect()
+            });
             let payload: usize = nodes.iter().map(|n| n.buffers[0].len()).sum();
             let index: usize = nodes.iter().map(|n| n.buffers[1].len()).sum();
             let meta: usize = nodes.iter().map(|n| n.meta.len()).sum();
             let total: usize = nodes.iter().map(|n| n.size()).sum();
-            let bytes = encode_all();
+            let bytes = single.install(encode_all);
             let views: Vec<NodeView<'_>> = bytes
                 .iter()
                 .map(|b| NodeView::parse(b).unwrap_or_else(|e| panic!("{e}")))
@@ -118,10 +121,22 @@ fn table() {
                     black_box(&out);
                 }
             };
-            let enc1 = single.install(|| median_secs(3, || drop(black_box(encode_all()))));
-            let enc = all.install(|| median_secs(3, || drop(black_box(encode_all()))));
-            let dec1 = single.install(|| median_secs(5, &mut decode_all));
-            let dec = all.install(|| median_secs(5, &mut decode_all));
+            // `ZIPFLOW_PHASE=encode1|decode1|none` runs only that phase (10 times, one core) or
+            // neither, so `perf stat -e cycles:u` can tell a phase's cycles from the setup's.
+            let phase = std::env::var("ZIPFLOW_PHASE").unwrap_or_default();
+            let runs = |name: &str, n: usize| match phase.as_str() {
+                "" => n,
+                ph if ph == name => 10,
+                _ => 0,
+            };
+            let timed = |n: usize, f: &mut dyn FnMut()| {
+                if n == 0 { f64::NAN } else { median_secs(n, f) }
+            };
+            let mut encode_once = || drop(black_box(encode_all()));
+            let enc1 = single.install(|| timed(runs("encode1", 3), &mut encode_once));
+            let enc = all.install(|| timed(runs("encode", 3), &mut encode_once));
+            let dec1 = single.install(|| timed(runs("decode1", 5), &mut decode_all));
+            let dec = all.install(|| timed(runs("decode", 5), &mut decode_all));
             println!(
                 "  {p:<13} payload {:.4} (saving {:.1} %), index {} B ({:.2} %), meta {} B, node {:.4} | encode {:.0} / {:.0} MB/s, decode {:.0} / {:.0} MB/s (1 core / all)",
                 payload as f64 / data.len() as f64,

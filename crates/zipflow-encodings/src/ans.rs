@@ -15,7 +15,7 @@
 //!   state. Decoding: `v = (4 + m) << (e - 2) | r`. Alphabets: 64 buckets for `u16` (`e <= 15`),
 //!   128 for `u32`. Bypass bits go in at most two chunks of at most 16 bits: the low
 //!   `k1 = min(nb, 16)` bits of `r`, then (only when `nb > 16`, i.e. `u32`) the high
-//!   `k2 = nb - 16` bits.
+//!   `k2 = nb - 16` bits, so `r = chunk1 | chunk2 << 16`.
 //!
 //! # Model
 //! One static table of frequencies per node, quantised to a total of `2^12` ([`PRECISION`]):
@@ -61,7 +61,8 @@
 //! entry   := f: u8                 1 <= f < 128
 //!          | 0x80 | f & 0x7f: u8, f >> 7: u8          128 <= f <= 4095
 //!          | 0: u8, r: u8          r + 1 symbols of frequency 0
-//! buffer 0: states  u32 x 32 per block, block-major: the 32 final encoder states, lane order
+//! buffer 0: states  u32 x 32 per block, block-major, lane order: the final encoder states,
+//!                   which are the decoder's initial states
 //! buffer 1: starts  u32 per block: index (in words) of the block's first word; starts[0] = 0
 //! buffer 2: words   u16: the blocks' word streams, concatenated in block order
 //! ```
@@ -74,15 +75,14 @@
 //! # Speed
 //! The decoder uses a 4096-entry table (one `u32` per slot: `f << 20 | (slot - c) << 8 | s`),
 //! renormalises without branches, and reads words from a fixed-size window checked once per
-//! step, so the inner loop has no bounds checks. Byte streams decode on AVX-512 or AVX2 when
-//! the CPU has them (chosen at run time): a gather reads the table for 16 or 8 lanes, and the
-//! refill words are placed by an expand (AVX-512) or a permutation looked up from the refill
-//! mask (AVX2), the CPU's form of the warp's ballot and prefix count. Several blocks decode in
-//! lockstep, because one block's 32 states form only two or four dependency chains, too few
-//! to hide the gather's latency. Every kernel gives the same bytes and the same errors as the
-//! portable code, which the tests check.
-
-use std::borrow::Cow;
+//! step, so the inner loop has no bounds checks. On x86-64 it picks at run time the widest
+//! vector unit the CPU has: AVX-512 (bytes, `u16`, `u32`) or AVX2 (bytes). A gather reads the
+//! table for 16 or 8 lanes, and the refill words are placed by an expand (AVX-512) or a
+//! permutation looked up from the refill mask (AVX2), the CPU's form of the warp's ballot and
+//! prefix count. Byte blocks decode several at a time in lockstep, because one block's 32
+//! states form only two or four dependency chains, too few to hide the gather's latency.
+//! Every kernel gives the same values and the same errors as the portable code, which the
+//! tests check. The encoder divides by a multiplication with a per-symbol reciprocal.
 
 use crate::node::{EncodedNode, MetaReader, NodeView, cast_or_copy};
 use crate::{Encoding, Pattern, Scratch, Slot};
@@ -143,16 +143,19 @@ fn phases(ptype: PType) -> usize {
 /// The bucket of a `u16`/`u32` value.
 #[inline(always)]
 pub fn bucket(v: u32) -> u8 {
-    // Both arms computed and selected, so mixed small and large values do not mispredict.
-    let e = 31 - (v | 16).leading_zeros();
-    let large = 4 * e + ((v >> (e - 2)) & 3);
+    // The exponent and the two bits after the leading one, read from the (exact) f64 of `v`:
+    // this vectorises, unlike `leading_zeros` without `lzcnt`. Both arms are computed and
+    // selected, so mixed small and large values do not mispredict.
+    let bits = f64::from(v).to_bits();
+    let e = ((bits >> 52) as u32).wrapping_sub(1023);
+    let large = e.wrapping_mul(4).wrapping_add((bits >> 50) as u32 & 3);
     std::hint::select_unpredictable(v < 16, v, large) as u8
 }
 
 /// Number of bypass bits a bucket's values carry.
 #[inline(always)]
 pub fn bypass_bits(bucket: u32) -> u32 {
-    (bucket / 4).saturating_sub(2) * u32::from(bucket >= 16)
+    std::hint::select_unpredictable(bucket >= 16, (bucket / 4).wrapping_sub(2), 0)
 }
 
 /// Smallest value of a bucket (`bucket < 128`).
@@ -168,14 +171,18 @@ pub fn bucket_base(bucket: u32) -> u32 {
 /// Quantises symbol counts to frequencies adding up to [`TOTAL`], each present symbol in
 /// `1..=MAX_FREQ`. Returns frequencies for symbols `0..nsym` (the last one non-zero), or an
 /// empty table when every count is 0. `alphabet` bounds the neighbour a single-symbol stream
-/// borrows. Integer arithmetic only, so every platform quantises alike.
-pub fn quantize(counts: &[u64], alphabet: usize) -> Vec<u32> {
+/// borrows. Integer arithmetic only, so every platform quantises alike. At most 256 symbols.
+pub(crate) fn quantize(counts: &[u64], alphabet: usize) -> Vec<u32> {
     let present: Vec<usize> = (0..counts.len()).filter(|&s| counts[s] > 0).collect();
     let mut f = vec![0u32; counts.len().max(2)];
     match present[..] {
         [] => return Vec::new(),
         [s] => {
-            let other = if s + 1 < alphabet { s + 1 } else { s - 1 };
+            let other = if s + 1 < alphabet.max(2) {
+                s + 1
+            } else {
+                s - 1
+            };
             f.resize(f.len().max(other + 1), 0);
             f[s] = MAX_FREQ;
             f[other] = 1;
@@ -183,7 +190,7 @@ pub fn quantize(counts: &[u64], alphabet: usize) -> Vec<u32> {
         _ => {
             let n: u64 = present.iter().map(|&s| counts[s]).sum();
             for &s in &present {
-                // Rounded share of TOTAL; counts and n are below 2^40 here, so no overflow.
+                // Rounded share of TOTAL, in u128 so that no count can overflow it.
                 let q = (u128::from(counts[s]) * u128::from(TOTAL) * 2 + u128::from(n))
                     / (2 * u128::from(n));
                 f[s] = (q as u32).clamp(1, MAX_FREQ);
@@ -297,23 +304,21 @@ fn read_table(r: &mut MetaReader<'_>, alphabet: usize, empty: bool) -> Result<Ve
 /// The per-type symbols of a stream: bytes, or buckets plus the values for their bypass bits.
 enum Symbols<'a> {
     Bytes(&'a [u8]),
-    Buckets {
-        buckets: Vec<u8>,
-        values: Cow<'a, [u32]>,
-    },
+    U16 { buckets: Vec<u8>, values: &'a [u16] },
+    U32 { buckets: Vec<u8>, values: &'a [u32] },
 }
 
 impl Symbols<'_> {
     fn of(v: &IntVec) -> Option<Symbols<'_>> {
         match v {
             IntVec::U8(x) => Some(Symbols::Bytes(x)),
-            IntVec::U16(x) => Some(Symbols::Buckets {
+            IntVec::U16(x) => Some(Symbols::U16 {
                 buckets: x.iter().map(|&v| bucket(u32::from(v))).collect(),
-                values: Cow::Owned(x.iter().map(|&v| u32::from(v)).collect()),
+                values: x,
             }),
-            IntVec::U32(x) => Some(Symbols::Buckets {
+            IntVec::U32(x) => Some(Symbols::U32 {
                 buckets: x.iter().map(|&v| bucket(v)).collect(),
-                values: Cow::Borrowed(x),
+                values: x,
             }),
             _ => None,
         }
@@ -322,14 +327,7 @@ impl Symbols<'_> {
     fn syms(&self) -> &[u8] {
         match self {
             Symbols::Bytes(b) => b,
-            Symbols::Buckets { buckets, .. } => buckets,
-        }
-    }
-
-    fn values(&self) -> &[u32] {
-        match self {
-            Symbols::Bytes(_) => &[],
-            Symbols::Buckets { values, .. } => values,
+            Symbols::U16 { buckets, .. } | Symbols::U32 { buckets, .. } => buckets,
         }
     }
 }
@@ -410,56 +408,81 @@ impl EncodeModel {
     }
 }
 
-/// Emits `x`'s low word into `buf[*p]` when `need`, shifting it out; branch-free.
+/// The state once its low word is emitted (shifted out) if `need`, else `s`.
 #[inline(always)]
-fn emit(x: u32, need: bool, buf: &mut [u16], p: &mut usize) -> u32 {
-    buf[*p] = x as u16;
-    *p += usize::from(need);
-    if need { x >> 16 } else { x }
+fn shed(s: u32, need: bool) -> u32 {
+    std::hint::select_unpredictable(need, s >> 16, s)
+}
+
+/// Encodes symbol `sym` into `s`; returns the new state, the word to emit and whether to.
+#[inline(always)]
+fn encode_symbol(model: &EncodeModel, s: u32, sym: usize) -> (u32, u16, bool) {
+    let (f, c, rcp) = (model.freq[sym], model.cum[sym], model.rcp[sym]);
+    let need = s >= f << (32 - PRECISION);
+    let v = shed(s, need);
+    let q = ((u128::from(v) * u128::from(rcp)) >> 44) as u32;
+    ((q << PRECISION) + (v - q * f) + c, s as u16, need)
+}
+
+/// Encodes `k <= 16` bypass bits into `s` (nothing for `k = 0`, branch-free); returns the new
+/// state, the word to emit and whether to.
+#[inline(always)]
+fn encode_bits(s: u32, bits: u32, k: u32) -> (u32, u16, bool) {
+    let need = u64::from(s) >= 1 << (32 - k);
+    (
+        (shed(s, need) << k) | (bits & ((1 << k) - 1)),
+        s as u16,
+        need,
+    )
 }
 
 /// Encodes one block (`syms`, and `values` for bypass bits unless empty) backwards into
 /// `buf` (words in reverse order, returns how many), leaving the final states in `x`.
-fn encode_block(
+///
+/// Within a step, each lane runs all its operations with its state in a register, keeping
+/// the words it may emit per phase; they are then appended phase by phase, lanes backwards,
+/// which is the order a phase-by-phase encoder would emit them in.
+fn encode_block<V: Copy + Into<u32>>(
     syms: &[u8],
-    values: &[u32],
+    values: &[V],
     nphases: usize,
     model: &EncodeModel,
     x: &mut [u32; LANES],
     buf: &mut [u16],
 ) -> usize {
     let mut p = 0;
-    let steps = syms.len().div_ceil(LANES);
-    for step in (0..steps).rev() {
-        let lo = step * LANES;
-        let hi = (lo + LANES).min(syms.len());
-        if nphases >= 3 {
-            for j in (lo..hi).rev() {
-                // Branch-free: with k = 0 nothing is emitted and the state is unchanged.
-                let k = bypass_bits(u32::from(syms[j])).saturating_sub(16);
-                let bits = (values[j] >> 16) & ((1 << k) - 1);
-                let s = &mut x[j - lo];
-                let need = u64::from(*s) >= 1 << (32 - k);
-                *s = (emit(*s, need, buf, &mut p) << k) | bits;
+    let mut word = [[0u16; LANES]; 3];
+    let mut need = [[false; LANES]; 3];
+    for (step, step_syms) in syms.chunks(LANES).enumerate().rev() {
+        let n = step_syms.len();
+        if nphases == 1 {
+            for (s, &sym) in x.iter_mut().zip(step_syms).rev() {
+                let (y, w, e) = encode_symbol(model, *s, usize::from(sym));
+                *s = y;
+                buf[p] = w;
+                p += usize::from(e);
             }
+            continue;
         }
-        if nphases >= 2 {
-            for j in (lo..hi).rev() {
-                let k = bypass_bits(u32::from(syms[j])).min(16);
-                let bits = values[j] & ((1 << k) - 1);
-                let s = &mut x[j - lo];
-                let need = u64::from(*s) >= 1 << (32 - k);
-                *s = (emit(*s, need, buf, &mut p) << k) | bits;
+        let step_values = &values[step * LANES..step * LANES + n];
+        for (lane, ((s, &sym), &v)) in x.iter_mut().zip(step_syms).zip(step_values).enumerate() {
+            let v: u32 = v.into();
+            let nb = bypass_bits(u32::from(sym));
+            let mut y = *s;
+            if nphases >= 3 {
+                let (z, w, e) = encode_bits(y, v >> 16, nb.saturating_sub(16));
+                (y, word[2][lane], need[2][lane]) = (z, w, e);
             }
+            let (z, w, e) = encode_bits(y, v, nb.min(16));
+            (y, word[1][lane], need[1][lane]) = (z, w, e);
+            let (z, w, e) = encode_symbol(model, y, usize::from(sym));
+            (*s, word[0][lane], need[0][lane]) = (z, w, e);
         }
-        for j in (lo..hi).rev() {
-            let sym = usize::from(syms[j]);
-            let (f, c, rcp) = (model.freq[sym], model.cum[sym], model.rcp[sym]);
-            let s = &mut x[j - lo];
-            let need = *s >= f << (32 - PRECISION);
-            let v = emit(*s, need, buf, &mut p);
-            let q = ((u128::from(v) * u128::from(rcp)) >> 44) as u32;
-            *s = (q << PRECISION) + (v - q * f) + c;
+        for phase in (0..nphases).rev() {
+            for lane in (0..n).rev() {
+                buf[p] = word[phase][lane];
+                p += usize::from(need[phase][lane]);
+            }
         }
     }
     p
@@ -475,14 +498,34 @@ fn encode_values(v: &IntVec, block_log2: u32) -> Result<EncodedNode> {
         )));
     };
     let syms = symbols.syms();
-    let values = symbols.values();
     let freqs = quantize(&histogram(syms), alpha);
     let model = EncodeModel::new(&freqs);
     node.meta.push(block_log2 as u8);
     write_table(&freqs, &mut node.meta);
-
     let block = 1usize << block_log2;
     let nphases = phases(ptype);
+    match &symbols {
+        Symbols::Bytes(b) => encode_blocks::<u8>(&mut node, b, &[], nphases, &model, block)?,
+        Symbols::U16 { buckets, values } => {
+            encode_blocks(&mut node, buckets, values, nphases, &model, block)?
+        }
+        Symbols::U32 { buckets, values } => {
+            encode_blocks(&mut node, buckets, values, nphases, &model, block)?
+        }
+    }
+    Ok(node)
+}
+
+/// Encodes `syms` (and `values` for bypass bits unless empty) block by block into `node`'s
+/// three buffers.
+fn encode_blocks<V: Copy + Into<u32>>(
+    node: &mut EncodedNode,
+    syms: &[u8],
+    values: &[V],
+    nphases: usize,
+    model: &EncodeModel,
+    block: usize,
+) -> Result<()> {
     let nblocks = syms.len().div_ceil(block);
     let mut states = Vec::with_capacity(nblocks * LANES * 4);
     let mut starts = Vec::with_capacity(nblocks * 4);
@@ -495,7 +538,7 @@ fn encode_values(v: &IntVec, block_log2: u32) -> Result<EncodedNode> {
             &values[b * block..b * block + block_syms.len()]
         };
         let mut x = [STATE_LOW; LANES];
-        let n = encode_block(block_syms, block_values, nphases, &model, &mut x, &mut buf);
+        let n = encode_block(block_syms, block_values, nphases, model, &mut x, &mut buf);
         let start = u32::try_from(words.len())
             .map_err(|_| Error::unsupported("ans stream of more than 2^32 words in one chunk"))?;
         starts.extend_from_slice(&start.to_le_bytes());
@@ -507,7 +550,7 @@ fn encode_values(v: &IntVec, block_log2: u32) -> Result<EncodedNode> {
     node.buffers.push(states);
     node.buffers.push(starts);
     node.buffers.push(bytemuck::cast_slice(&words).to_vec());
-    Ok(node)
+    Ok(())
 }
 
 /// A word source for the decoder: a window checked once per step, or checked reads.
@@ -562,7 +605,7 @@ fn decode_symbol(table: &[u32; TOTAL as usize], x: &mut u32) -> u32 {
 fn renormalise(x: &mut u32, words: &impl Words, pos: &mut usize) {
     let need = *x < STATE_LOW;
     let refilled = (*x << 16) | words.at(*pos);
-    *x = if need { refilled } else { *x };
+    *x = std::hint::select_unpredictable(need, refilled, *x);
     *pos += usize::from(need);
 }
 
@@ -582,7 +625,8 @@ fn step_u8(
     pos
 }
 
-/// Which byte decoder runs the whole steps of a block; all give identical results.
+/// Which code decodes the whole steps of a block (AVX2: bytes only); all give identical
+/// results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kernel {
     Scalar,
@@ -625,18 +669,21 @@ impl Kernel {
     }
 }
 
-/// A byte block being decoded: its states, the words read and the values written so far.
-struct ByteBlock<'a> {
+/// A block being decoded: its states, the words read and the values written so far.
+struct Block<'a, T> {
     x: [u32; LANES],
     pos: usize,
     done: usize,
     words: &'a [u16],
-    out: &'a mut [u8],
+    out: &'a mut [T],
 }
 
-impl<'a> ByteBlock<'a> {
-    fn new(init: &[u32; LANES], words: &'a [u16], out: &'a mut [u8]) -> ByteBlock<'a> {
-        ByteBlock {
+/// A byte block being decoded.
+type ByteBlock<'a> = Block<'a, u8>;
+
+impl<'a, T> Block<'a, T> {
+    fn new(init: &[u32; LANES], words: &'a [u16], out: &'a mut [T]) -> Block<'a, T> {
+        Block {
             x: *init,
             pos: 0,
             done: 0,
@@ -645,10 +692,18 @@ impl<'a> ByteBlock<'a> {
         }
     }
 
+    /// Whether a whole step remains and its words (at most 32 per phase) surely exist.
+    #[inline(always)]
+    fn can_step_phases(&self, nphases: usize) -> bool {
+        self.done + LANES <= self.out.len() && self.pos + nphases * LANES <= self.words.len()
+    }
+}
+
+impl ByteBlock<'_> {
     /// Whether a whole step remains and its (at most 32) words surely exist.
     #[inline(always)]
     fn can_step(&self) -> bool {
-        self.done + LANES <= self.out.len() && self.pos + LANES <= self.words.len()
+        self.can_step_phases(1)
     }
 
     /// Decodes the rest with the portable code; false when the data is inconsistent.
@@ -672,11 +727,11 @@ impl<'a> ByteBlock<'a> {
     }
 }
 
-/// Decodes byte blocks with `kernel`, two at a time where the kernel gains from it (two
-/// blocks' states are independent, so their steps overlap); false for each inconsistent one.
+/// Decodes byte blocks with `kernel`, several in lockstep (different blocks' states are
+/// independent, so their steps overlap); false for each inconsistent one.
 fn decode_u8_blocks(
     table: &[u32; TOTAL as usize],
-    mut blocks: Vec<ByteBlock<'_>>,
+    #[allow(unused_mut)] mut blocks: Vec<ByteBlock<'_>>,
     kernel: Kernel,
 ) -> Vec<bool> {
     match kernel {
@@ -722,24 +777,39 @@ fn decode_u8_blocks(
 /// prefix count). Bit-identical to [`step_u8`], which the tests check.
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{ByteBlock, LANES, PRECISION, STATE_LOW, TOTAL};
+    use super::{Block, ByteBlock, LANES, PRECISION, STATE_LOW, TOTAL};
     use std::arch::x86_64::*;
+    use zipflow_core::Int;
 
     /// Whether this CPU runs [`run`].
     pub(super) fn available() -> bool {
         is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("popcnt")
     }
 
-    /// One vector of 16 lanes: decodes a symbol from each state, refills from `words` at
-    /// `*pos` (at least 16 words must exist there), returns the 16 symbols.
+    /// Refills the lanes of `y` below 2^16 from `words` at `*pos` in lane order (at least 16
+    /// words must exist there).
     #[inline]
     #[target_feature(enable = "avx512f,popcnt")]
-    fn half(
+    fn refill(y: __m512i, words: &[u16], pos: &mut usize) -> __m512i {
+        let need = _mm512_cmplt_epu32_mask(y, _mm512_set1_epi32(STATE_LOW as i32));
+        debug_assert!(*pos + 16 <= words.len());
+        // SAFETY: the caller guarantees 16 words at `*pos`.
+        let w = unsafe { _mm256_loadu_si256(words.as_ptr().add(*pos).cast()) };
+        let w = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w));
+        *pos += need.count_ones() as usize;
+        _mm512_mask_or_epi32(y, need, _mm512_slli_epi32::<16>(y), w)
+    }
+
+    /// One vector of 16 lanes: decodes a symbol from each state and refills; returns the
+    /// table entries (the symbol in the low byte).
+    #[inline]
+    #[target_feature(enable = "avx512f,popcnt")]
+    fn symbol(
         table: &[u32; TOTAL as usize],
         x: &mut __m512i,
         words: &[u16],
         pos: &mut usize,
-    ) -> __m128i {
+    ) -> __m512i {
         let slot = _mm512_and_si512(*x, _mm512_set1_epi32((TOTAL - 1) as i32));
         // SAFETY: every index is `slot <= 4095`, inside the 4096-entry table.
         let e = unsafe { _mm512_i32gather_epi32::<4>(slot, table.as_ptr().cast()) };
@@ -752,14 +822,110 @@ mod avx512 {
             _mm512_mullo_epi32(f, _mm512_srli_epi32::<PRECISION>(*x)),
             bias,
         );
-        let need = _mm512_cmplt_epu32_mask(y, _mm512_set1_epi32(STATE_LOW as i32));
-        debug_assert!(*pos + 16 <= words.len());
-        // SAFETY: the caller guarantees 16 words at `*pos`.
-        let w = unsafe { _mm256_loadu_si256(words.as_ptr().add(*pos).cast()) };
-        let w = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w));
-        *x = _mm512_mask_or_epi32(y, need, _mm512_slli_epi32::<16>(y), w);
-        *pos += need.count_ones() as usize;
-        _mm512_cvtepi32_epi8(e)
+        *x = refill(y, words, pos);
+        e
+    }
+
+    /// Byte symbols of 16 lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f,popcnt")]
+    fn half(
+        table: &[u32; TOTAL as usize],
+        x: &mut __m512i,
+        words: &[u16],
+        pos: &mut usize,
+    ) -> __m128i {
+        _mm512_cvtepi32_epi8(symbol(table, x, words, pos))
+    }
+
+    /// Decodes whole steps of `N` `u16`/`u32` blocks (`NPHASES` phases) in lockstep while
+    /// each has a step whose words surely exist.
+    #[target_feature(enable = "avx512f,popcnt")]
+    pub(super) fn run_wide<T: Int, const NPHASES: usize, const N: usize>(
+        table: &[u32; TOTAL as usize],
+        blocks: &mut [Block<'_, T>; N],
+    ) {
+        const { assert!(size_of::<T>() == 2 || size_of::<T>() == 4) };
+        let mut vs = [[_mm512_setzero_si512(); 2]; N];
+        for (b, v) in blocks.iter().zip(vs.iter_mut()) {
+            // SAFETY: `x` holds 32 u32s, two unaligned 64-byte loads.
+            *v = unsafe {
+                [
+                    _mm512_loadu_si512(b.x.as_ptr().cast()),
+                    _mm512_loadu_si512(b.x.as_ptr().add(16).cast()),
+                ]
+            };
+        }
+        let one = _mm512_set1_epi32(1);
+        while blocks.iter().all(|b| b.can_step_phases(NPHASES)) {
+            for (blk, v) in blocks.iter_mut().zip(vs.iter_mut()) {
+                // `can_step_phases`: 32 words per phase at `pos`, 16 for each half.
+                let (words, pos) = (blk.words, &mut blk.pos);
+                let mut bucket = [_mm512_setzero_si512(); 2];
+                for (b, x) in bucket.iter_mut().zip(v.iter_mut()) {
+                    *b = _mm512_and_si512(symbol(table, x, words, pos), _mm512_set1_epi32(0xff));
+                }
+                let mut val = [_mm512_setzero_si512(); 2];
+                let mut nb = [_mm512_setzero_si512(); 2];
+                for ((b, x), (val, nb)) in bucket
+                    .iter()
+                    .zip(v.iter_mut())
+                    .zip(val.iter_mut().zip(nb.iter_mut()))
+                {
+                    // Buckets from 16 carry `b / 4 - 2` bypass bits above a base of
+                    // `(4 + b % 4) << nb`; smaller ones are their value.
+                    let large = _mm512_cmpge_epu32_mask(*b, _mm512_set1_epi32(16));
+                    *nb = _mm512_maskz_sub_epi32(
+                        large,
+                        _mm512_srli_epi32::<2>(*b),
+                        _mm512_set1_epi32(2),
+                    );
+                    let base = _mm512_mask_sllv_epi32(
+                        *b,
+                        large,
+                        _mm512_add_epi32(
+                            _mm512_set1_epi32(4),
+                            _mm512_and_si512(*b, _mm512_set1_epi32(3)),
+                        ),
+                        *nb,
+                    );
+                    let k = _mm512_min_epu32(*nb, _mm512_set1_epi32(16));
+                    let low =
+                        _mm512_and_si512(*x, _mm512_sub_epi32(_mm512_sllv_epi32(one, k), one));
+                    *val = _mm512_or_si512(base, low);
+                    *x = refill(_mm512_srlv_epi32(*x, k), words, pos);
+                }
+                if NPHASES >= 3 {
+                    for (x, (val, nb)) in v.iter_mut().zip(val.iter_mut().zip(nb.iter())) {
+                        let k = _mm512_sub_epi32(*nb, _mm512_min_epu32(*nb, _mm512_set1_epi32(16)));
+                        let high =
+                            _mm512_and_si512(*x, _mm512_sub_epi32(_mm512_sllv_epi32(one, k), one));
+                        *val = _mm512_or_si512(*val, _mm512_slli_epi32::<16>(high));
+                        *x = refill(_mm512_srlv_epi32(*x, k), words, pos);
+                    }
+                }
+                for (h, val) in val.iter().enumerate() {
+                    // SAFETY: `can_step_phases` left 32 values at `done`; this writes 16 at
+                    // `done + 16 h`, as u16 or u32 (the const assertion above).
+                    unsafe {
+                        let o = blk.out.as_mut_ptr().add(blk.done + 16 * h);
+                        if size_of::<T>() == 2 {
+                            _mm256_storeu_si256(o.cast(), _mm512_cvtepi32_epi16(*val));
+                        } else {
+                            _mm512_storeu_si512(o.cast(), *val);
+                        }
+                    }
+                }
+                blk.done += LANES;
+            }
+        }
+        for (b, v) in blocks.iter_mut().zip(vs.iter()) {
+            // SAFETY: as for the loads.
+            unsafe {
+                _mm512_storeu_si512(b.x.as_mut_ptr().cast(), v[0]);
+                _mm512_storeu_si512(b.x.as_mut_ptr().add(16).cast(), v[1]);
+            }
+        }
     }
 
     /// Decodes whole steps of `N` blocks in lockstep while each has a step whose words surely
@@ -964,17 +1130,21 @@ fn step_wide<T: Int, const NPHASES: usize>(
     pos
 }
 
-/// Decodes a block of `u16`/`u32` values; false when the data is inconsistent.
-fn decode_block_wide<T: Int, const NPHASES: usize, const W: usize>(
+/// Decodes the rest of a `u16`/`u32` block with the portable code; false when the data is
+/// inconsistent.
+fn finish_wide<T: Int, const NPHASES: usize, const W: usize>(
     table: &[u32; TOTAL as usize],
     buckets: &Buckets,
-    init: &[u32; LANES],
-    words: &[u16],
-    out: &mut [T],
+    block: Block<'_, T>,
 ) -> bool {
-    let mut x = *init;
-    let mut pos = 0usize;
-    let mut chunks = out.chunks_exact_mut(LANES);
+    let Block {
+        mut x,
+        mut pos,
+        done,
+        words,
+        out,
+    } = block;
+    let mut chunks = out[done..].chunks_exact_mut(LANES);
     for chunk in &mut chunks {
         match words.get(pos..).and_then(|w| w.first_chunk::<W>()) {
             Some(w) => pos += step_wide::<T, NPHASES>(table, buckets, &mut x, &Window(w), 0, chunk),
@@ -1095,19 +1265,43 @@ fn decode_wide_into<T: Int, const NPHASES: usize, const W: usize>(
     layout: &Layout<'_>,
     len: usize,
     out: &mut Vec<T>,
+    kernel: Kernel,
 ) -> Result<()> {
     crate::resize_for_overwrite(out, len, T::ZERO);
     let table = decode_table(&layout.freqs);
     let buckets = Buckets::new();
+    let mut blocks = Vec::with_capacity(len.div_ceil(layout.block));
     for (b, chunk) in out.chunks_mut(layout.block).enumerate() {
         let Some((init, words)) = layout.block(b) else {
             return Err(corrupt_block(b));
         };
-        if !decode_block_wide::<T, NPHASES, W>(&table, &buckets, init, words, chunk) {
-            return Err(corrupt_block(b));
+        blocks.push(Block::new(init, words, chunk));
+    }
+    #[cfg(target_arch = "x86_64")]
+    if kernel == Kernel::Avx512 {
+        // Two blocks in lockstep: their states are independent, so their steps overlap.
+        for pair in blocks.chunks_exact_mut(2) {
+            if let Ok(pair) = <&mut [Block<'_, T>; 2]>::try_from(pair) {
+                // SAFETY: `Kernel::Avx512` is only made after checking the CPU features.
+                unsafe { avx512::run_wide::<T, NPHASES, 2>(&table, pair) };
+            }
+        }
+        for b in &mut blocks {
+            // SAFETY: as above.
+            unsafe { avx512::run_wide::<T, NPHASES, 1>(&table, std::array::from_mut(b)) };
         }
     }
-    Ok(())
+    let _ = kernel;
+    // Every block is finished before the first failure is reported, so the output does not
+    // depend on the kernel even for corrupt data.
+    let ok: Vec<bool> = blocks
+        .into_iter()
+        .map(|b| finish_wide::<T, NPHASES, W>(&table, &buckets, b))
+        .collect();
+    match ok.iter().position(|&ok| !ok) {
+        Some(b) => Err(corrupt_block(b)),
+        None => Ok(()),
+    }
 }
 
 /// Words the encoder emits for `syms`, predicted by running each lane's coder in the log
@@ -1203,8 +1397,12 @@ impl Encoding for Ans {
         let len = node.len;
         match out {
             Values::Int(IntVec::U8(o)) => decode_bytes_into(&layout, len, o, Kernel::best()),
-            Values::Int(IntVec::U16(o)) => decode_wide_into::<u16, 2, 64>(&layout, len, o),
-            Values::Int(IntVec::U32(o)) => decode_wide_into::<u32, 3, 128>(&layout, len, o),
+            Values::Int(IntVec::U16(o)) => {
+                decode_wide_into::<u16, 2, 64>(&layout, len, o, Kernel::best())
+            }
+            Values::Int(IntVec::U32(o)) => {
+                decode_wide_into::<u32, 3, 128>(&layout, len, o, Kernel::best())
+            }
             _ => Err(Error::corrupt(format!(
                 "ans node for {} values",
                 out.ptype()
@@ -1788,6 +1986,63 @@ mod tests {
         Ok(())
     }
 
+    /// The SIMD `u16`/`u32` decoder agrees with the scalar one on good and corrupted nodes.
+    #[test]
+    fn wide_simd_matches_scalar() -> Result<()> {
+        fn compare<T: zipflow_core::values::IntVecOf, const NPHASES: usize, const W: usize>(
+            v: Vec<T>,
+            log2: u32,
+        ) -> Result<()> {
+            let n = v.len();
+            let good = encode(
+                &plan(&format!("ans({log2})")),
+                &Values::Int(T::wrap(v.clone())),
+            )?;
+            let mut flips = random(n as u64 + 1);
+            for flip in 0..8 {
+                let mut node = good.clone();
+                let words = &mut node.buffers[2];
+                if flip > 0 && !words.is_empty() {
+                    let i = flips() as usize % words.len();
+                    words[i] ^= 1 << (flips() % 8);
+                }
+                let bytes = node.to_bytes()?;
+                let view = NodeView::parse(&bytes)?;
+                let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+                let layout = parse(&view, &mut a, &mut b, &mut c)?;
+                let mut scalar = Vec::new();
+                let ok_scalar =
+                    decode_wide_into::<T, NPHASES, W>(&layout, n, &mut scalar, Kernel::Scalar);
+                if flip == 0 {
+                    assert!(ok_scalar.is_ok());
+                    assert_eq!(scalar, v);
+                }
+                for kernel in Kernel::available() {
+                    let mut simd = Vec::new();
+                    let ok = decode_wide_into::<T, NPHASES, W>(&layout, n, &mut simd, kernel);
+                    assert_eq!(
+                        ok_scalar.as_ref().map_err(|e| e.to_string()),
+                        ok.as_ref().map_err(|e| e.to_string()),
+                        "{kernel:?} n {n} flip {flip}"
+                    );
+                    assert_eq!(scalar, simd, "{kernel:?} n {n} flip {flip}");
+                }
+            }
+            Ok(())
+        }
+        let mut r = random(19);
+        for (n, spread, log2) in [(5000, 3, 8), (70_000, 30, 15), (3000, 40, 10), (999, 0, 5)] {
+            let v = skewed(&mut r, n, spread);
+            compare::<u16, 2, 64>(v.iter().map(|&x| (x * 97) as u16).collect(), log2)?;
+            compare::<u32, 3, 128>(
+                v.iter().map(|&x| x.wrapping_mul(0x0101_0101 + x)).collect(),
+                log2,
+            )?;
+            compare::<u32, 3, 128>((0..n).map(|_| r() as u32 >> (r() % 32)).collect(), log2)?;
+        }
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn round_trip_random(v in prop::collection::vec(any::<u32>(), 0..1500),
@@ -1797,54 +2052,6 @@ mod tests {
             let p = format!("ans({log2})");
             for values in [u8s(&v), u16s(&v), u32s(&v)] {
                 check(&p, &values).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod kernel_timing {
-    use super::*;
-
-    #[test]
-    #[ignore]
-    fn kernel_speed() {
-        let out = std::process::Command::new("bzip2")
-            .args(["-dc", "/work/shared/data/silesia/dickens.bz2"])
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let data = out.stdout;
-        let node = crate::encode(
-            &"ans".parse().unwrap_or_else(|e| panic!("{e:?}")),
-            &Values::Int(IntVec::U8(data.clone())),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let bytes = node.to_bytes().unwrap_or_else(|e| panic!("{e}"));
-        let view = NodeView::parse(&bytes).unwrap_or_else(|e| panic!("{e}"));
-        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
-        let layout = parse(&view, &mut a, &mut b, &mut c).unwrap_or_else(|e| panic!("{e}"));
-        let mut outb = vec![0u8; data.len()];
-        for round in 0..8 {
-            for kernel in Kernel::available() {
-                let t = std::time::Instant::now();
-                for _ in 0..5 {
-                    decode_bytes_into(&layout, data.len(), &mut outb, kernel)
-                        .unwrap_or_else(|e| panic!("{e}"));
-                }
-                let dt = t.elapsed().as_secs_f64() / 5.0;
-                let t = std::time::Instant::now();
-                let mut copy = vec![0u8; data.len()];
-                for _ in 0..5 {
-                    copy.copy_from_slice(std::hint::black_box(&data));
-                    std::hint::black_box(&copy);
-                }
-                let dm = t.elapsed().as_secs_f64() / 5.0;
-                assert_eq!(outb, data);
-                println!(
-                    "round {round} {kernel:?}: {:.0} MB/s (memcpy {:.0} MB/s)",
-                    data.len() as f64 / dt / 1e6,
-                    data.len() as f64 / dm / 1e6
-                );
             }
         }
     }

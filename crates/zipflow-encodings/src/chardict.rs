@@ -17,9 +17,11 @@
 //! then every chunk assembles its codes straight into the output. A chunk owns the output bytes
 //! from the byte holding its first bit up to (excluding) the byte holding its end; the partial
 //! byte at its end is shared with the next chunk, so each chunk returns those bits and they are
-//! OR-ed in afterwards. Decoding looks up a 15-bit window in a table that yields up to three
-//! characters at once, and chunks decode in parallel. Within a chunk decoding is serial (codes
-//! have variable length), hence [`Pattern::Serial`]: parallel only across chunks.
+//! OR-ed in afterwards. Decoding looks up 12 bits at a time in a table (16 KiB, L1-resident)
+//! that yields up to three characters per lookup, four lookups per 64-bit load, and runs four
+//! chunks interleaved so the core overlaps their independent lookup chains; groups of chunks
+//! decode in parallel. Within a chunk decoding is serial (codes have variable length), hence
+//! [`Pattern::Serial`]: parallel only across chunks, whose output positions are fixed.
 
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Pattern, Scratch, Slot};
@@ -49,25 +51,44 @@ const LANES: usize = 4;
 /// Chunks per parallel task: fewer would spend more on scheduling than on decoding.
 const MIN_TASK_CHUNKS: usize = 32;
 
-/// A prefix code over bytes: `2^k` chosen characters cost `1 + k` bits (a `1`, then the
-/// character's index), every other byte 9 bits (a `0`, then the byte).
+/// A prefix code over bytes. With one tier: `2^k` chosen characters cost `1 + k` bits (a `1`,
+/// then the character's index), every other byte 9 bits (a `0`, then the byte). With a second
+/// tier of `2^k2` characters: the first tier as before, the second `2 + k2` bits (`01`, then the
+/// index), every other byte 10 bits (`00`, then the byte). Codes are at most 10 bits long.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CharCode {
     k: u32,
+    k2: Option<u32>,
+    /// The first tier's characters, then the second's.
     chars: Vec<u8>,
 }
 
 impl CharCode {
-    /// The code giving `chars` (a power of two, 1 to 128 distinct bytes) their indices.
+    /// The one-tier code giving `chars` (a power of two, 1 to 128 distinct bytes) their
+    /// indices.
     pub fn new(chars: &[u8]) -> Result<CharCode> {
-        let n = chars.len();
-        if !n.is_power_of_two() || n > 128 {
-            return Err(Error::corrupt(format!(
-                "a character table holds {n} characters, not a power of two up to 128"
-            )));
-        }
+        Self::with_tiers(chars, &[])
+    }
+
+    /// The code whose first tier is `first` and second tier `second` (each a power of two, 1 to
+    /// 128 distinct bytes; `second` empty for a one-tier code).
+    pub fn with_tiers(first: &[u8], second: &[u8]) -> Result<CharCode> {
+        let width = |n: usize| {
+            if !n.is_power_of_two() || n > 128 {
+                return Err(Error::corrupt(format!(
+                    "a character table tier holds {n} characters, not a power of two up to 128"
+                )));
+            }
+            Ok(n.ilog2())
+        };
+        let k = width(first.len())?;
+        let k2 = if second.is_empty() {
+            None
+        } else {
+            Some(width(second.len())?)
+        };
         let mut seen = [false; 256];
-        for &c in chars {
+        for &c in first.iter().chain(second) {
             if std::mem::replace(&mut seen[usize::from(c)], true) {
                 return Err(Error::corrupt(format!(
                     "character {c:#04x} appears twice in a table"
@@ -75,72 +96,103 @@ impl CharCode {
             }
         }
         Ok(CharCode {
-            k: n.ilog2(),
-            chars: chars.to_vec(),
+            k,
+            k2,
+            chars: [first, second].concat(),
         })
     }
 
-    /// The table's characters, in index order.
+    /// All the table's characters: the first tier's, then the second's, each in index order.
     pub fn chars(&self) -> &[u8] {
         &self.chars
     }
 
-    /// Bits of a character's index (`k`); a table character costs `1 + k` bits.
-    pub fn index_bits(&self) -> u32 {
-        self.k
+    /// Index bits of the first tier (`k`) and of the second, if any (`k2`).
+    pub fn index_bits(&self) -> (u32, Option<u32>) {
+        (self.k, self.k2)
+    }
+
+    /// Bits of a byte in no tier: 9 for one tier, 10 for two.
+    pub fn escape_bits(&self) -> u32 {
+        if self.k2.is_some() { 10 } else { 9 }
+    }
+
+    /// Each tier's characters and their code length in bits.
+    pub fn tiers(&self) -> impl Iterator<Item = (&[u8], u32)> {
+        let (first, second) = self.chars.split_at(1 << self.k);
+        std::iter::once((first, 1 + self.k)).chain(self.k2.map(|k2| (second, 2 + k2)))
     }
 
     /// Code length in bits of every byte.
     pub fn lengths(&self) -> [u8; 256] {
-        let mut l = [9u8; 256];
-        for &c in &self.chars {
-            l[usize::from(c)] = (1 + self.k) as u8;
+        let mut l = [self.escape_bits() as u8; 256];
+        for (chars, len) in self.tiers() {
+            for &c in chars {
+                l[usize::from(c)] = len as u8;
+            }
         }
         l
     }
 
     /// Code of every byte: the code's bits in the low 16 bits, its length above them.
     pub(crate) fn encoder(&self) -> [u32; 256] {
-        let mut e: [u32; 256] = std::array::from_fn(|b| b as u32 | (9 << 16));
-        for (i, &c) in self.chars.iter().enumerate() {
-            e[usize::from(c)] = ((1 << self.k) | i as u32) | ((1 + self.k) << 16);
+        let esc = self.escape_bits();
+        let mut e: [u32; 256] = std::array::from_fn(|b| b as u32 | (esc << 16));
+        for (t, (chars, len)) in self.tiers().enumerate() {
+            // Tier prefixes: `1` for the first, `01` for the second.
+            let prefix = 1u32 << (len - 1 - t as u32);
+            for (i, &c) in chars.iter().enumerate() {
+                e[usize::from(c)] = (prefix | i as u32) | (len << 16);
+            }
         }
         e
     }
 
-    /// The decoding table for a [`WINDOW`]-bit lookup (at least 9 bits, so every entry holds
-    /// a character). Entry: up to three characters in bytes 0..2, their count in bits 24..25,
-    /// the bits they take in bits 26..31.
+    /// The character and code length at the top of `v`, `rest` bits wide, if a whole code
+    /// fits there.
+    fn decode_one(&self, v: u32, rest: u32) -> Option<(u8, u32)> {
+        let bit = |i: u32| (v >> (rest - 1 - i)) & 1;
+        let field = |len: u32, bits: u32| (v >> (rest - len)) & ((1 << bits) - 1);
+        let (first, second) = self.chars.split_at(1 << self.k);
+        let (c, len) = if bit(0) == 1 {
+            let len = 1 + self.k;
+            (len <= rest).then(|| (first[field(len, self.k) as usize], len))?
+        } else if let Some(k2) = self.k2 {
+            if rest < 2 {
+                return None;
+            }
+            if bit(1) == 1 {
+                let len = 2 + k2;
+                (len <= rest).then(|| (second[field(len, k2) as usize], len))?
+            } else {
+                (10 <= rest).then(|| (field(10, 8) as u8, 10))?
+            }
+        } else {
+            (9 <= rest).then(|| (field(9, 8) as u8, 9))?
+        };
+        Some((c, len))
+    }
+
+    /// The decoding table for a [`WINDOW`]-bit lookup (longer than any code, so every entry
+    /// holds a character). Entry: up to three characters in bytes 0..2, their count in bits
+    /// 24..25, the bits they take in bits 26..31.
     pub(crate) fn decoder(&self) -> Decoder {
-        let window = WINDOW;
         let mut lut = Box::new([0u32; 1 << WINDOW]);
-        for (v, slot) in (0..1u32 << window).zip(lut.iter_mut()) {
-            *slot = {
-                let (mut used, mut count, mut entry) = (0u32, 0u32, 0u32);
-                while count < 3 && used < window {
-                    let rest = window - used;
-                    let flag = (v >> (rest - 1)) & 1;
-                    let len = if flag == 1 { 1 + self.k } else { 9 };
-                    if len > rest {
-                        break;
-                    }
-                    let bits = (v >> (rest - len)) & ((1 << (len - 1)) - 1);
-                    let c = if flag == 1 {
-                        u32::from(self.chars[bits as usize])
-                    } else {
-                        bits
-                    };
-                    entry |= c << (8 * count);
-                    count += 1;
-                    used += len;
-                }
-                entry | (count << 24) | (used << 26)
-            };
+        for (v, slot) in (0..1u32 << WINDOW).zip(lut.iter_mut()) {
+            let (mut used, mut count, mut entry) = (0u32, 0u32, 0u32);
+            while count < 3 && used < WINDOW {
+                let Some((c, len)) = self.decode_one(v, WINDOW - used) else {
+                    break;
+                };
+                entry |= u32::from(c) << (8 * count);
+                count += 1;
+                used += len;
+            }
+            *slot = entry | (count << 24) | (used << 26);
         }
         Decoder {
             lut,
-            k: self.k,
-            chars: self.chars.clone(),
+            code: self.clone(),
         }
     }
 }
@@ -148,8 +200,7 @@ impl CharCode {
 /// A [`CharCode`]'s decoding table.
 pub(crate) struct Decoder {
     lut: Box<[u32; 1 << WINDOW]>,
-    k: u32,
-    chars: Vec<u8>,
+    code: CharCode,
 }
 
 /// `n <= 16` bits of `payload` from bit `pos`, most significant first; bits past the end read
@@ -222,17 +273,15 @@ impl Lane<'_, '_> {
             // SAFETY: `can_step` holds.
             unsafe { self.step(payload) };
         }
-        let k_bits = self.dec.k;
-        let mask = (1u32 << k_bits) - 1;
         while let Some(o) = self.out.get_mut(self.k) {
-            let v = peek(payload, self.pos, 9);
-            if v >> 8 == 1 {
-                *o = self.dec.chars[((v >> (8 - k_bits)) & mask) as usize];
-                self.pos += u64::from(1 + k_bits);
-            } else {
-                *o = v as u8;
-                self.pos += 9;
-            }
+            // Codes are at most 10 bits, so one always fits.
+            let (c, len) = self
+                .dec
+                .code
+                .decode_one(peek(payload, self.pos, 10), 10)
+                .unwrap_or((0, 10));
+            *o = c;
+            self.pos += u64::from(len);
             self.k += 1;
         }
         self.pos
@@ -685,10 +734,7 @@ pub(crate) mod tests {
     fn text_payload_size_is_exact() -> Result<()> {
         let t = text(3, 300_000);
         let node = encode(&plan("chardict16"), &u8s(&t))?;
-        let bits: u64 = t
-            .iter()
-            .map(|&c| if PRESET.contains(&c) { 5 } else { 9 })
-            .sum();
+        let bits = reference_bits(&t);
         assert_eq!(node.buffers[0].len() as u64, bits.div_ceil(8));
         // The index: one u32 per 1024-byte chunk.
         assert_eq!(node.buffers[1].len(), 4 * t.len().div_ceil(1024));
@@ -715,10 +761,24 @@ pub(crate) mod tests {
 
     #[test]
     fn decoding_table_agrees_with_one_code_at_a_time() -> Result<()> {
-        // A table with every index width: the fast path must decode what the slow one does.
+        // Tables of every index width, one and two tiers: lookups of up to three codes and the
+        // code-at-a-time tail must together decode what was encoded.
+        let mut codes = Vec::new();
         for k in 0..=7u32 {
             let chars: Vec<u8> = (0..1u32 << k).map(|i| (i * 37 + 5) as u8).collect();
-            let code = CharCode::new(&chars)?;
+            codes.push(CharCode::new(&chars)?);
+            for k2 in [0u32, 3, 7] {
+                let second: Vec<u8> = (0..=255u8)
+                    .rev()
+                    .filter(|b| !chars.contains(b))
+                    .take(1 << k2)
+                    .collect();
+                codes.push(CharCode::with_tiers(&chars, &second)?);
+            }
+        }
+        for code in codes {
+            let chars = code.chars().to_vec();
+            let k = code.index_bits().0 + code.index_bits().1.unwrap_or(0);
             let enc = code.encoder();
             let mut r = random(u64::from(k));
             let data: Vec<u8> = (0..5000)
@@ -745,7 +805,7 @@ pub(crate) mod tests {
             });
             let mut out = vec![0u8; data.len()];
             assert_eq!(decode_block(&stream, 0, &code.decoder(), &mut out), bits);
-            assert_eq!(out, data, "k {k}");
+            assert_eq!(out, data, "{code:?}");
         }
         Ok(())
     }

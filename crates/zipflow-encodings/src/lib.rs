@@ -17,7 +17,8 @@
 //! assert_eq!(decode_bytes(&bytes).unwrap(), values);
 //! ```
 //!
-//! Families, one module each: [`bitpack`], [`frame`] (frame of reference), [`zigzag`],
+//! Families, one module each: [`bitpack`], [`blockpack`] (per-block widths and references),
+//! [`frame`] (frame of reference), [`zigzag`],
 //! [`delta`], [`rle`], [`dict`], [`constant`], [`patch`] (patched exceptions),
 //! [`float2int`], [`ans`] (interleaved rANS entropy coder),
 //! [`plain`], [`strdict`] (string dictionary), [`fsst`], [`chardict`] (`chardict16`, the
@@ -25,6 +26,7 @@
 
 pub mod ans;
 pub mod bitpack;
+pub mod blockpack;
 pub mod chardict;
 pub mod chartable;
 pub mod constant;
@@ -122,6 +124,7 @@ static ENCODINGS: &[&dyn Encoding] = &[
     &strdict::StrDict,
     &fsst::Fsst,
     &words::Words,
+    &blockpack::BlockPack,
 ];
 
 /// All primitives.

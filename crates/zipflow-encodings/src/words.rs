@@ -183,11 +183,14 @@ pub fn expand(codes: &[u32], dict: &ByteStrings, len: usize, out: &mut Vec<u8>) 
     if !fits {
         return expand_slow(codes, dict, len, out);
     }
-    let entries: Vec<u32> = dict
+    // One entry more than the dictionary: a zero-length sentinel that out-of-range codes map
+    // to, so the loop needs no branch for them (they are reported after it).
+    let mut entries: Vec<u32> = dict
         .offsets
         .windows(2)
         .map(|w| ((w[0] as u32) << 6) | (w[1] - w[0]) as u32)
         .collect();
+    entries.push(0);
     let mut padded = Vec::with_capacity(dict.data.len() + SLOT);
     padded.extend_from_slice(&dict.data);
     padded.resize(dict.data.len() + SLOT, 0);
@@ -195,21 +198,26 @@ pub fn expand(codes: &[u32], dict: &ByteStrings, len: usize, out: &mut Vec<u8>) 
     let src = padded.as_ptr();
     let dst = out.as_mut_ptr();
     let mut pos = 0usize;
+    let mut out_of_range = false;
     for &c in codes {
-        let Some(&e) = entries.get(c as usize) else {
-            return Err(bad_code(c as usize, n, len));
-        };
+        let c = c as usize;
+        out_of_range |= c >= n;
+        let e = entries[c.min(n)];
         let (off, l) = ((e >> 6) as usize, (e & 63) as usize);
-        if pos + l > len {
-            return Err(bad_code(c as usize, n, len));
+        if pos > len {
+            break;
         }
         // SAFETY: `off + SLOT <= padded.len()` because `off` is an entry's start inside the
-        // dictionary data and `padded` has `SLOT` bytes after it; `pos <= len` and the output
-        // allocation holds `len + SLOT` bytes.
+        // dictionary data (0 for the sentinel) and `padded` has `SLOT` bytes after it; `pos <=
+        // len` (checked just above) and the output allocation holds `len + SLOT` bytes.
         unsafe {
             std::ptr::copy_nonoverlapping(src.add(off), dst.add(pos), SLOT);
         }
         pos += l;
+    }
+    if out_of_range {
+        let c = codes.iter().find(|&&c| c as usize >= n).copied().unwrap_or(0);
+        return Err(bad_code(c as usize, n, len));
     }
     if pos != len {
         return Err(Error::corrupt(format!(

@@ -441,6 +441,52 @@ fn bytes_array<O: OffsetSizeTrait>(
     arr.map_err(|e| Error::external(format!("column `{name}`: rebuilding strings"), e))
 }
 
+/// A string or binary array with offsets of type `O` taken from `reuse`.
+fn string_array_pooled<O: OffsetSizeTrait>(
+    name: &str,
+    b: ByteStrings,
+    nulls: Option<NullBuffer>,
+    utf8: bool,
+    reuse: &mut Reuse<'_>,
+) -> Result<ArrayRef> {
+    let last = b.offsets.last().copied().unwrap_or(0);
+    if matches!(reuse, Reuse::None)
+        || O::from_usize(last as usize).is_none()
+        || b.offsets.first() != Some(&0)
+    {
+        return bytes_array::<O>(name, b, nulls, utf8);
+    }
+    let mut offsets: Vec<O> = reuse.offsets::<O>(b.offsets.len());
+    offsets.extend(
+        b.offsets
+            .iter()
+            .map(|&o| O::from_usize(o as usize).unwrap_or_default()),
+    );
+    if offsets.windows(2).any(|w| w[0] > w[1]) {
+        return Err(Error::corrupt(format!(
+            "column `{name}`: string offsets run backwards"
+        )));
+    }
+    let ByteStrings {
+        offsets: wide,
+        data,
+    } = b;
+    reuse.give(Values::Bytes(ByteStrings {
+        offsets: wide,
+        data: Vec::new(),
+    }));
+    // Offsets checked above: start at 0, never decrease, all fit `O`.
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    let data = Buffer::from_vec(data);
+    let arr: Result<ArrayRef, _> = if utf8 {
+        GenericStringArray::<O>::try_new(offsets, data, nulls).map(|a| Arc::new(a) as ArrayRef)
+    } else {
+        GenericByteArray::<GenericBinaryType<O>>::try_new(offsets, data, nulls)
+            .map(|a| Arc::new(a) as ArrayRef)
+    };
+    arr.map_err(|e| Error::external(format!("column `{name}`: rebuilding strings"), e))
+}
+
 /// Builds a string or binary view array straight from offsets: one pass writes the 16-byte
 /// views (short strings inline, long ones as prefix + offset into the single data buffer).
 fn view_array(
@@ -448,6 +494,7 @@ fn view_array(
     b: ByteStrings,
     nulls: Option<NullBuffer>,
     utf8: bool,
+    reuse: &mut Reuse<'_>,
 ) -> Result<ArrayRef> {
     if u32::try_from(b.data.len()).is_err() {
         // Views address at most 4 GiB per buffer: go through the offset form.
@@ -464,7 +511,7 @@ fn view_array(
         std::str::from_utf8(&b.data).map_err(|_| bad("strings are not valid UTF-8"))?;
     }
     let data = &b.data;
-    let mut views: Vec<u128> = Vec::with_capacity(b.len());
+    let mut views: Vec<u128> = reuse.u128s(b.len());
     let mut start = match b.offsets.first() {
         Some(&o) => o as usize,
         None => return Err(bad("string offsets are empty")),
@@ -504,7 +551,12 @@ fn view_array(
         return Err(bad("strings end inside a UTF-8 character"));
     }
     let views = ScalarBuffer::from(views);
-    let buffers: Arc<[Buffer]> = Arc::from(vec![Buffer::from_vec(b.data)]);
+    let ByteStrings { offsets, data } = b;
+    reuse.give(Values::Bytes(ByteStrings {
+        offsets,
+        data: Vec::new(),
+    }));
+    let buffers: Arc<[Buffer]> = Arc::from(vec![Buffer::from_vec(data)]);
     // SAFETY: every view was built above from a range checked to lie inside buffer 0, with
     // its length, inline bytes or 4-byte prefix copied from that range; for UTF-8 the whole
     // buffer was validated and every string starts and ends on a character boundary, so each
@@ -543,7 +595,239 @@ pub fn from_column(
         )));
     }
     let nulls = validity.map(NullBuffer::from);
-    array_of(name, dt, values, nulls)
+    array_of(name, dt, values, nulls, &mut Reuse::None)
+}
+
+/// Like [`from_column`], taking the buffers that conversions need (decimals widened to i128,
+/// string offsets narrowed to i32, string views) from `pool`, and handing the decoded stream's
+/// leftover buffers back to it.
+pub fn from_column_in(
+    field: &Field,
+    ty: ColumnType,
+    values: Values,
+    validity: Option<Validity>,
+    pool: &mut ArrayPool,
+) -> Result<ArrayRef> {
+    let expected = column_type(field)?;
+    if expected != ty {
+        return Err(Error::corrupt(format!(
+            "column `{}` is stored as {ty}, its Arrow type {} needs {expected}",
+            field.name(),
+            field.data_type()
+        )));
+    }
+    if let Some(v) = &validity
+        && v.len() != values.len()
+    {
+        return Err(Error::corrupt(format!(
+            "column `{}`: validity of {} rows for {} values",
+            field.name(),
+            v.len(),
+            values.len()
+        )));
+    }
+    let nulls = validity.map(NullBuffer::from);
+    array_of(
+        field.name(),
+        field.data_type(),
+        values,
+        nulls,
+        &mut Reuse::Pool(pool),
+    )
+}
+
+/// Reusable allocations for reading chunk after chunk as Arrow arrays without fresh memory
+/// (and its page faults) each time: read with [`crate::ZfFile::read_array_in`], and hand each
+/// array back with [`ArrayPool::recycle`] once it is no longer needed.
+#[derive(Debug, Default)]
+pub struct ArrayPool {
+    /// Decoding buffers, also where recycled value buffers go.
+    pub scratch: zipflow_encodings::Scratch,
+    i128s: Vec<Vec<i128>>,
+    u128s: Vec<Vec<u128>>,
+    i32s: Vec<Vec<i32>>,
+    i64s: Vec<Vec<i64>>,
+    bytes: Vec<Vec<u8>>,
+}
+
+/// Keeps at most this many buffers of each kind.
+const POOL_DEPTH: usize = 8;
+
+fn keep<T>(pool: &mut Vec<Vec<T>>, v: Vec<T>) {
+    if pool.len() < POOL_DEPTH {
+        pool.push(v);
+    }
+}
+
+impl ArrayPool {
+    /// Takes back the buffers of an array this pool's reads produced (or any array whose
+    /// buffers are not shared); arrays still referenced elsewhere are simply dropped.
+    pub fn recycle(&mut self, array: ArrayRef) {
+        let data = array.to_data();
+        drop(array);
+        let (dt, _, _, offset, mut buffers, _) = data.into_parts();
+        if offset != 0 || buffers.is_empty() {
+            return;
+        }
+        let first = buffers.remove(0);
+        let give = |scratch: &mut zipflow_encodings::Scratch, v: Values| scratch.give(v);
+        match dt {
+            DataType::Int8 => {
+                if let Ok(v) = first.into_vec::<i8>() {
+                    give(&mut self.scratch, Values::Int(IntVec::I8(v)));
+                }
+            }
+            DataType::Int16 => {
+                if let Ok(v) = first.into_vec::<i16>() {
+                    give(&mut self.scratch, Values::Int(IntVec::I16(v)));
+                }
+            }
+            DataType::Int32 | DataType::Date32 | DataType::Time32(_) => {
+                if let Ok(v) = first.into_vec::<i32>() {
+                    give(&mut self.scratch, Values::Int(IntVec::I32(v)));
+                }
+            }
+            DataType::Int64
+            | DataType::Date64
+            | DataType::Time64(_)
+            | DataType::Timestamp(..)
+            | DataType::Duration(_)
+            | DataType::Decimal64(..) => {
+                if let Ok(v) = first.into_vec::<i64>() {
+                    give(&mut self.scratch, Values::Int(IntVec::I64(v)));
+                }
+            }
+            DataType::UInt8 => {
+                if let Ok(v) = first.into_vec::<u8>() {
+                    give(&mut self.scratch, Values::Int(IntVec::U8(v)));
+                }
+            }
+            DataType::UInt16 => {
+                if let Ok(v) = first.into_vec::<u16>() {
+                    give(&mut self.scratch, Values::Int(IntVec::U16(v)));
+                }
+            }
+            DataType::UInt32 => {
+                if let Ok(v) = first.into_vec::<u32>() {
+                    give(&mut self.scratch, Values::Int(IntVec::U32(v)));
+                }
+            }
+            DataType::UInt64 => {
+                if let Ok(v) = first.into_vec::<u64>() {
+                    give(&mut self.scratch, Values::Int(IntVec::U64(v)));
+                }
+            }
+            DataType::Float32 => {
+                if let Ok(v) = first.into_vec::<f32>() {
+                    give(&mut self.scratch, Values::F32(v));
+                }
+            }
+            DataType::Float64 => {
+                if let Ok(v) = first.into_vec::<f64>() {
+                    give(&mut self.scratch, Values::F64(v));
+                }
+            }
+            DataType::Decimal128(..) => {
+                if let Ok(v) = first.into_vec::<i128>() {
+                    keep(&mut self.i128s, v);
+                }
+            }
+            DataType::Utf8 | DataType::Binary => {
+                if let Ok(v) = first.into_vec::<i32>() {
+                    keep(&mut self.i32s, v);
+                }
+                self.keep_data(buffers);
+            }
+            DataType::LargeUtf8 | DataType::LargeBinary => {
+                if let Ok(v) = first.into_vec::<i64>() {
+                    keep(&mut self.i64s, v);
+                }
+                self.keep_data(buffers);
+            }
+            DataType::Utf8View | DataType::BinaryView => {
+                if let Ok(v) = first.into_vec::<u128>() {
+                    keep(&mut self.u128s, v);
+                }
+                self.keep_data(buffers);
+            }
+            _ => {}
+        }
+    }
+
+    fn keep_data(&mut self, buffers: Vec<Buffer>) {
+        for b in buffers {
+            if let Ok(v) = b.into_vec::<u8>() {
+                keep(&mut self.bytes, v);
+            }
+        }
+    }
+
+    /// Before decoding a byte-string chunk: attach a recycled data buffer to the pooled string
+    /// stream the decoder will take.
+    pub(crate) fn prime_strings(&mut self) {
+        if let Some(data) = self.bytes.pop() {
+            let mut b = match self.scratch.take(PType::Bytes) {
+                Values::Bytes(b) => b,
+                _ => ByteStrings::default(),
+            };
+            if b.data.capacity() < data.capacity() {
+                b.data = data;
+            }
+            self.scratch.give(Values::Bytes(b));
+        }
+    }
+}
+
+/// Where conversions get their buffers.
+enum Reuse<'a> {
+    None,
+    Pool(&'a mut ArrayPool),
+}
+
+impl Reuse<'_> {
+    fn i128s(&mut self, n: usize) -> Vec<i128> {
+        let mut v = match self {
+            Reuse::Pool(p) => p.i128s.pop().unwrap_or_default(),
+            Reuse::None => Vec::new(),
+        };
+        v.clear();
+        v.reserve(n);
+        v
+    }
+    fn u128s(&mut self, n: usize) -> Vec<u128> {
+        let mut v = match self {
+            Reuse::Pool(p) => p.u128s.pop().unwrap_or_default(),
+            Reuse::None => Vec::new(),
+        };
+        v.clear();
+        v.reserve(n);
+        v
+    }
+    /// An empty offsets vector of `n` capacity: i32 and i64 ones come from the pool.
+    fn offsets<O: OffsetSizeTrait>(&mut self, n: usize) -> Vec<O> {
+        let mut v: Vec<O> = match self {
+            Reuse::Pool(p) => {
+                let any: Option<Box<dyn std::any::Any>> = if O::IS_LARGE {
+                    p.i64s.pop().map(|v| Box::new(v) as Box<dyn std::any::Any>)
+                } else {
+                    p.i32s.pop().map(|v| Box::new(v) as Box<dyn std::any::Any>)
+                };
+                any.and_then(|b| b.downcast::<Vec<O>>().ok())
+                    .map(|b| *b)
+                    .unwrap_or_default()
+            }
+            Reuse::None => Vec::new(),
+        };
+        v.clear();
+        v.reserve(n);
+        v
+    }
+    /// Hands a converted stream's buffer back.
+    fn give(&mut self, v: Values) {
+        if let Reuse::Pool(p) = self {
+            p.scratch.give(v);
+        }
+    }
 }
 
 fn array_of(
@@ -551,6 +835,7 @@ fn array_of(
     dt: &DataType,
     values: Values,
     nulls: Option<NullBuffer>,
+    reuse: &mut Reuse<'_>,
 ) -> Result<ArrayRef> {
     use ArrowTimeUnit as U;
     Ok(match dt {
@@ -638,8 +923,10 @@ fn array_of(
         }
         DataType::Decimal128(p, s) => {
             let v = take_ints!(values, I64, name, dt);
-            let v = v.into_iter().map(i128::from).collect();
-            decimal_array::<Decimal128Type>(name, v, nulls, *p, *s)?
+            let mut wide = reuse.i128s(v.len());
+            wide.extend(v.iter().map(|&x| i128::from(x)));
+            reuse.give(Values::Int(IntVec::I64(v)));
+            decimal_array::<Decimal128Type>(name, wide, nulls, *p, *s)?
         }
         DataType::Decimal256(p, s) => {
             let v = take_ints!(values, I64, name, dt);
@@ -655,19 +942,19 @@ fn array_of(
             };
             let utf8 = matches!(dt, DataType::Utf8 | DataType::LargeUtf8);
             if matches!(dt, DataType::Utf8 | DataType::Binary) {
-                bytes_array::<i32>(name, b, nulls, utf8)?
+                string_array_pooled::<i32>(name, b, nulls, utf8, reuse)?
             } else {
-                bytes_array::<i64>(name, b, nulls, utf8)?
+                string_array_pooled::<i64>(name, b, nulls, utf8, reuse)?
             }
         }
         DataType::Utf8View | DataType::BinaryView => {
             let Values::Bytes(b) = values else {
                 return Err(mismatch(name, &values, dt));
             };
-            view_array(name, b, nulls, *dt == DataType::Utf8View)?
+            view_array(name, b, nulls, *dt == DataType::Utf8View, reuse)?
         }
         DataType::Dictionary(_, value_type) => {
-            let plain = array_of(name, value_type, values, nulls)?;
+            let plain = array_of(name, value_type, values, nulls, reuse)?;
             cast_to(name, &plain, dt)?
         }
         _ => return Err(unsupported_type(name, dt)),

@@ -51,5 +51,6 @@ pub mod file;
 pub mod table;
 pub mod text;
 
+pub use arrow::ArrayPool;
 pub use file::{ChunkMeta, ColumnMeta, FileWriter, Validity, ZfFile};
 pub use table::{ColumnSummary, FileSummary, TableWriter, WriteOptions};

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
@@ -16,8 +17,9 @@ use rayon::prelude::*;
 use zipflow_core::stats::ChunkStats;
 use zipflow_core::{ColumnType, Error, IntVec, Plan, Result, Values};
 use zipflow_encodings::{EncodedNode, NodeView, Scratch};
+use zipflow_select::ColumnSelector;
 
-use crate::arrow::{column_type, from_column, to_column};
+use crate::arrow::{ArrayPool, column_type, from_column, from_column_in, to_column};
 use crate::file::{ColumnMeta, EncodedChunk, FileWriter, ZfFile, schema_to_ipc};
 
 /// How a table is written.
@@ -32,6 +34,9 @@ pub struct WriteOptions {
     /// u8 columns that hold text (or any raw bytes): their plan is chosen among
     /// [`zipflow_select::text_candidates`], sampled in long runs.
     pub text_columns: Vec<String>,
+    /// How chosen plans are chosen: objective (`smallest`, `balanced`, `fastest`, a minimum
+    /// decode speed), search depth, decode cost table.
+    pub select: zipflow_select::SelectOptions,
 }
 
 impl Default for WriteOptions {
@@ -41,6 +46,7 @@ impl Default for WriteOptions {
             plans: HashMap::new(),
             overwrite: false,
             text_columns: Vec::new(),
+            select: zipflow_select::SelectOptions::default(),
         }
     }
 }
@@ -102,6 +108,9 @@ pub struct TableWriter {
     schema: SchemaRef,
     types: Vec<ColumnType>,
     plans: Vec<Choice>,
+    /// Per column, the plans that won its previous chunks (consulted in chunk order).
+    selectors: Vec<Mutex<ColumnSelector>>,
+    select: zipflow_select::SelectOptions,
     chunk_rows: usize,
     pending: Vec<RecordBatch>,
     pending_rows: usize,
@@ -181,8 +190,12 @@ impl TableWriter {
         Ok(TableWriter {
             file,
             schema,
+            selectors: (0..types.len())
+                .map(|_| Mutex::new(ColumnSelector::new()))
+                .collect(),
             types,
             plans,
+            select: options.select,
             chunk_rows: options.chunk_rows,
             pending: Vec::new(),
             pending_rows: 0,
@@ -272,7 +285,8 @@ impl TableWriter {
             .into_par_iter()
             .map(|c| {
                 let field = &fields[c];
-                encode_chunk(field, self.types[c], &self.plans[c], batch.column(c))
+                let auto = (&self.selectors[c], &self.select);
+                encode_chunk(field, self.types[c], &self.plans[c], auto, batch.column(c))
                     .map_err(|e| e.at_column(field.name()).at_chunk(chunk).in_file(&path))
             })
             .collect::<Result<_>>()?;
@@ -345,6 +359,7 @@ fn encode_chunk(
     field: &Field,
     ty: ColumnType,
     plan: &Choice,
+    (selector, select): (&Mutex<ColumnSelector>, &zipflow_select::SelectOptions),
     array: &ArrayRef,
 ) -> Result<(EncodedChunk, u64, Duration)> {
     let start = Instant::now();
@@ -353,22 +368,26 @@ fn encode_chunk(
     let stats = ChunkStats::compute(&values, validity.as_deref());
     let node = match plan {
         Choice::Forced(p) => zipflow_encodings::encode(p, &values)?,
-        Choice::Text => {
-            zipflow_select::choose_among_and_encode(
-                &values,
-                &zipflow_select::text_candidates(),
-                true,
-            )?
-            .1
+        Choice::Text | Choice::Auto => {
+            let text = matches!(plan, Choice::Text);
+            // Chunks of one column are encoded in order, so the lock is never contended.
+            let selection = selector
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .select(&values, text, select);
+            zipflow_select::encode_selection(&values, selection)?.1
         }
-        Choice::Auto => zipflow_select::choose_and_encode(&values)?.1,
     };
     let (values_bytes, plan) = serialise(&node)?;
     let (validity, validity_plan) = match &validity {
         None => (None, String::new()),
         Some(v) => {
             let flags = Values::Int(IntVec::U8(v.iter().map(|&b| u8::from(b)).collect()));
-            let (_, node) = zipflow_select::choose_and_encode(&flags)?;
+            let (_, node) = zipflow_select::choose_among_and_encode(
+                &flags,
+                &zipflow_select::candidates(zipflow_core::PType::U8),
+                false,
+            )?;
             let (bytes, plan) = serialise(&node)?;
             (Some(bytes), plan)
         }
@@ -403,6 +422,32 @@ impl ZfFile {
             ))));
         };
         from_column(field, meta.column_type, values, validity)
+            .map_err(|e| locate(e.at_column(&meta.name)))
+    }
+
+    /// Like [`ZfFile::read_array`], decoding into `pool`'s buffers: hand the array back with
+    /// [`ArrayPool::recycle`] when done, and reading chunk after chunk allocates nothing new.
+    pub fn read_array_in(
+        &self,
+        col: usize,
+        chunk: usize,
+        pool: &mut ArrayPool,
+    ) -> Result<ArrayRef> {
+        let schema = self.arrow_schema();
+        let locate = |e: Error| {
+            e.at_chunk(u32::try_from(chunk).unwrap_or(u32::MAX))
+                .in_file(self.path())
+        };
+        let (Some(field), Some(meta)) = (schema.fields().get(col), self.columns().get(col)) else {
+            return Err(locate(Error::invalid(format!(
+                "column index {col} out of range"
+            ))));
+        };
+        if meta.column_type.ptype() == zipflow_core::PType::Bytes {
+            pool.prime_strings();
+        }
+        let (values, validity) = self.read_chunk(col, chunk, &mut pool.scratch)?;
+        from_column_in(field, meta.column_type, values, validity, pool)
             .map_err(|e| locate(e.at_column(&meta.name)))
     }
 

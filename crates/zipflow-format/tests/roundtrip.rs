@@ -348,3 +348,35 @@ mod prop {
         }
     }
 }
+
+#[test]
+fn pooled_reads_equal_fresh_reads_and_reuse_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.zf");
+    let batch = common::batch(5000, true, 17);
+    write(&path, &batch, 5000, opts(1024));
+    let file = ZfFile::open(&path).unwrap();
+    let mut pool = zipflow_format::ArrayPool::default();
+    let mut scratch = Scratch::default();
+    for c in 0..file.columns().len() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..file.num_chunks() {
+            let fresh = file.read_array(c, i, &mut scratch).unwrap();
+            let pooled = file.read_array_in(c, i, &mut pool).unwrap();
+            assert_eq!(fresh.as_ref(), pooled.as_ref(), "column {c}, chunk {i}");
+            let data = pooled.to_data();
+            let ptr = data.buffers().first().map(|b| b.as_ptr());
+            drop(data);
+            seen.insert(ptr.map(|p| p as usize));
+            pool.recycle(pooled);
+        }
+        // Later chunks come back in earlier chunks' allocations.
+        let ty = file.arrow_schema().field(c).data_type().clone();
+        if !matches!(ty, DataType::Boolean | DataType::Null) && file.num_chunks() > 3 {
+            assert!(
+                seen.len() < file.num_chunks(),
+                "column {c} ({ty}): no buffer reused"
+            );
+        }
+    }
+}

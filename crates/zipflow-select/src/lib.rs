@@ -1,10 +1,14 @@
 //! Choosing plans.
 //!
 //! The selector knows no concrete encoding: it asks [`zipflow_encodings::estimate`] for the
-//! size of each candidate plan on a sample of the stream and keeps the smallest. This first
-//! selector tries a fixed candidate list per physical type ([`candidates`]); the plan that
-//! wins on the sample is then run on the whole stream, falling back to the next best if the
-//! sample misled it (e.g. `constant` on a sample that happened to be constant).
+//! size of candidate plans on a stratified sample of the stream, and a [`cost::CostTable`] for
+//! their decode time, and keeps the best by an [`Objective`]. Integer and float streams get a
+//! cascade search over plans up to a depth limit ([`search`]); byte strings and text choose
+//! among a fixed candidate list ([`candidates`], [`text_candidates`]). The plan that wins on the
+//! sample is then run on the whole stream, falling back to the next best if the sample misled
+//! it (e.g. `constant` on a sample that happened to be constant). [`ColumnSelector`] carries a
+//! column's best plans from chunk to chunk, so most chunks re-score a few plans instead of
+//! searching. Inside a plan, per-block choices are made by an exact shortest path ([`dp`]).
 //!
 //! ```
 //! use zipflow_core::{IntVec, Values};
@@ -12,6 +16,13 @@
 //! let (plan, node) = zipflow_select::choose_and_encode(&sorted).unwrap();
 //! assert!(node.size() < 10_000 / 2, "{plan}: {} bytes", node.size());
 //! ```
+
+pub mod cost;
+pub mod dp;
+pub mod search;
+
+pub use cost::CostTable;
+pub use search::{Candidate, ColumnSelector, Objective, SelectOptions, Selection};
 
 use zipflow_core::{Error, PType, Plan, Result, Values};
 use zipflow_encodings::{EncodedNode, encode, estimate};
@@ -27,6 +38,8 @@ const INT_CANDIDATES: &[&str] = &[
     "delta | for | bitpack",
     "delta | for | patch | bitpack",
     "delta | rle(values: for | bitpack, runs: for | bitpack)",
+    "blockpack",
+    "blockpack(refs: delta | for | bitpack)",
 ];
 
 /// Byte-string candidates: as they are, a dictionary of whole strings, or the bytes of all
@@ -109,7 +122,7 @@ pub fn sample_runs(values: &Values, run: usize) -> Values {
 }
 
 /// The run length sampled for `values` when choosing among plans for it.
-fn run_for(values: &Values, text: bool) -> usize {
+pub(crate) fn run_for(values: &Values, text: bool) -> usize {
     match values.ptype() {
         PType::Bytes => 4 * zipflow_core::VECTOR_LEN,
         _ if text => 128 * zipflow_core::VECTOR_LEN,
@@ -162,9 +175,34 @@ pub fn rank_among(values: &Values, plans: &[Plan], text: bool) -> Vec<(Plan, usi
     ranked
 }
 
-/// Chooses a plan for `values` and encodes them with it.
+/// Chooses a plan for `values` (by [`search::select`] with the default options) and encodes
+/// them with it.
 pub fn choose_and_encode(values: &Values) -> Result<(Plan, EncodedNode)> {
-    encode_best(values, rank(values))
+    choose_with(values, false, &SelectOptions::default())
+}
+
+/// Chooses a plan for `values` (sampled as text if `text`) by `options` and encodes them with
+/// it.
+pub fn choose_with(
+    values: &Values,
+    text: bool,
+    options: &SelectOptions,
+) -> Result<(Plan, EncodedNode)> {
+    encode_selection(values, search::select(values, text, options))
+}
+
+/// Encodes `values` with the best plan of `selection` that can encode them (a plan may fit
+/// the sample and not the whole stream); `plain` as the last resort.
+pub fn encode_selection(values: &Values, selection: Selection) -> Result<(Plan, EncodedNode)> {
+    let mut ranked: Vec<(Plan, usize)> = selection
+        .ranked
+        .into_iter()
+        .map(|c| (c.plan, c.size))
+        .collect();
+    if values.ptype() != PType::Bytes && !ranked.iter().any(|(p, _)| p.name == "plain") {
+        ranked.push((Plan::new("plain"), 0));
+    }
+    encode_best(values, ranked)
 }
 
 /// Chooses among `plans` for `values` (sampled as text if `text`) and encodes them with the

@@ -20,6 +20,9 @@ pub struct Args {
     /// Thread counts to measure, comma separated.
     #[arg(long, default_value = "1,2", value_delimiter = ',')]
     pub threads: Vec<usize>,
+    /// Queries to run, comma separated.
+    #[arg(long, default_value = "Q1,Q6", value_delimiter = ',')]
+    pub queries: Vec<String>,
     /// Force a plan for a column of the generated file, e.g.
     /// --plan 'l_returnflag=strdict(codes: bitpack)' (repeatable).
     #[arg(long = "plan")]
@@ -53,11 +56,15 @@ pub fn run(a: Args) -> Result<()> {
             let Some(first) = batches.first() else {
                 bail!("generated no rows at SF {}", a.sf);
             };
-            let mut w = TableWriter::create(&p, first.schema(), WriteOptions {
+            let mut w = TableWriter::create(
+                &p,
+                first.schema(),
+                WriteOptions {
                     overwrite: true,
                     plans: super::parse_plans(&a.plans)?,
                     ..Default::default()
-                })?;
+                },
+            )?;
             for b in &batches {
                 w.write(b)?;
             }
@@ -74,12 +81,26 @@ pub fn run(a: Args) -> Result<()> {
     };
     let table = Table::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let name = path.to_string_lossy().into_owned();
-    println!("TPC-H on {} ({} rows), median of {} runs", name, table.file().num_rows(), a.runs);
-    println!("{:<6} {:>8} {:>12} {:>12} {:>14}", "query", "threads", "median ms", "min ms", "rows/s");
+    println!(
+        "TPC-H on {} ({} rows), median of {} runs",
+        name,
+        table.file().num_rows(),
+        a.runs
+    );
+    println!(
+        "{:<6} {:>8} {:>12} {:>12} {:>14}",
+        "query", "threads", "median ms", "min ms", "rows/s"
+    );
     for (qname, text) in [("Q1", tpch::q1(&name)), ("Q6", tpch::q6(&name))] {
+        if !a.queries.iter().any(|x| x.eq_ignore_ascii_case(qname)) {
+            continue;
+        }
         let q = sql::plan(&text, &table.schema())?;
         for &threads in &a.threads {
-            let opts = ScanOptions { threads, reference: false };
+            let opts = ScanOptions {
+                threads,
+                reference: false,
+            };
             table.run(&q, &opts)?; // warm-up
             let mut times = Vec::with_capacity(a.runs);
             for _ in 0..a.runs {

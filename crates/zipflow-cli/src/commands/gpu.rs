@@ -198,9 +198,17 @@ pub fn read_batches(zf: &ZfFile, device: usize) -> Result<Vec<RecordBatch>> {
             decoded.push(None);
             continue;
         }
-        let values = zipflow_cuda::decode_column_to_host(&gpu, zf, c)
-            .with_context(|| format!("decoding column `{}` on the GPU", meta.name))?;
-        decoded.push(Some(zipflow_cuda::decode::split_chunks(&values, &rows)?));
+        match zipflow_cuda::decode_column_to_host(&gpu, zf, c) {
+            Ok(values) => {
+                decoded.push(Some(zipflow_cuda::decode::split_chunks(&values, &rows)?));
+            }
+            // A primitive the GPU does not decode yet: this column stays on the CPU.
+            Err(zipflow_core::Error::Unsupported { .. }) => decoded.push(None),
+            Err(e) => {
+                return Err(anyhow::Error::from(e))
+                    .with_context(|| format!("decoding column `{}` on the GPU", meta.name));
+            }
+        }
     }
     let mut scratch = Scratch::default();
     let mut batches = Vec::with_capacity(chunks);

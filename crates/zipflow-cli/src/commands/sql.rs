@@ -72,7 +72,11 @@ pub fn run(a: Args) -> Result<()> {
                         .zip(&row)
                         .map(|(n, v)| format!("{}: {}", json_string(n), json_value(v)))
                         .collect();
-                    format!("{}\n  {{{}}}", if first { "" } else { "," }, fields.join(", "))
+                    format!(
+                        "{}\n  {{{}}}",
+                        if first { "" } else { "," },
+                        fields.join(", ")
+                    )
                 }
             };
             first = false;

@@ -1,0 +1,723 @@
+//! Cascade search: plans up to a depth limit, built on a sample, scored by an objective.
+//!
+//! The search space is a grammar of plan texts per stream family: leaves (`bitpack`, `plain`,
+//! `constant`) and inner primitives whose every child slot is again a plan of the space, down to
+//! [`SelectOptions::depth`] primitives on the longest path (slot defaults expanded, so
+//! `for | bitpack` has depth 2 and `rle` with its default children depth 3). `float2int` is a
+//! change of type, not a step of the cascade: it does not count.
+//!
+//! [`select`] runs the cascade on a stratified sample with a fixed layout (so the same input
+//! always gives the same plan):
+//! 1. every leaf, and every inner primitive with its default children (`bitpack` children
+//!    where the defaults do not fit the depth limit);
+//! 2. each of those has its child slots refined: each slot, with the rest of the plan fixed,
+//!    tries every form that fits its remaining depth (a leaf, or a primitive with `bitpack`
+//!    children) and keeps the best;
+//! 3. the best [`BEAM`] results are refined further down, breadth first, the children of each
+//!    kept form the same way, to the depth limit.
+//!
+//! Sizes add up over children, so refining one slot at a time finds the best plan whenever
+//! the slots' best choices do not depend on each other, which is what sizes of independent
+//! child streams do; [`exhaustive`] scores every plan of the space to check it (and is what
+//! `zipflow bench-selection` compares against).
+//!
+//! Each candidate is scored by [`Objective`]: its estimated size (from the encodings'
+//! `estimate`) and its estimated decode time (from the [`CostTable`]).
+
+use std::collections::HashMap;
+
+use zipflow_core::{PType, Plan, Values};
+use zipflow_encodings::{by_name, estimate};
+
+use crate::cost::{CostTable, Shape};
+
+/// Plans kept after the first round and refined.
+pub const BEAM: usize = 4;
+
+/// Read bandwidth assumed by [`Objective::Balanced`]: bytes per nanosecond (2 GB/s, a fast
+/// SSD or a busy network link).
+const BALANCED_BYTES_PER_NS: f64 = 2.0;
+
+/// Read bandwidth assumed by [`Objective::Fastest`]: data already in memory (32 GB/s).
+const FASTEST_BYTES_PER_NS: f64 = 32.0;
+
+/// What a plan is chosen for.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Objective {
+    /// The smallest estimated size; decode time breaks ties.
+    Smallest,
+    /// The least time to read the bytes at 2 GB/s and decode them: small, unless a plan
+    /// saves a few bytes at a large decode cost.
+    #[default]
+    Balanced,
+    /// The least time to read the bytes from memory (32 GB/s) and decode them.
+    Fastest,
+    /// The smallest plan whose estimated decode speed is at least this many GB/s of plain
+    /// values; the fastest plan if none is.
+    MinDecodeGbs(f64),
+}
+
+impl std::fmt::Display for Objective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Objective::Smallest => f.write_str("smallest"),
+            Objective::Balanced => f.write_str("balanced"),
+            Objective::Fastest => f.write_str("fastest"),
+            Objective::MinDecodeGbs(x) => write!(f, "min-decode-gbs {x}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Objective {
+    type Err = zipflow_core::Error;
+    fn from_str(s: &str) -> zipflow_core::Result<Objective> {
+        match s {
+            "smallest" => Ok(Objective::Smallest),
+            "balanced" => Ok(Objective::Balanced),
+            "fastest" => Ok(Objective::Fastest),
+            _ => Err(zipflow_core::Error::invalid(format!(
+                "unknown objective `{s}` (known: smallest, balanced, fastest)"
+            ))),
+        }
+    }
+}
+
+/// How plans are chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelectOptions {
+    /// What the plan is chosen for.
+    pub objective: Objective,
+    /// Most primitives on a path from the root to a leaf.
+    pub depth: usize,
+    /// Decode cost per primitive.
+    pub costs: CostTable,
+}
+
+impl Default for SelectOptions {
+    fn default() -> Self {
+        SelectOptions {
+            objective: Objective::default(),
+            depth: 3,
+            costs: CostTable::default(),
+        }
+    }
+}
+
+/// One plan the search scored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// The plan.
+    pub plan: Plan,
+    /// Estimated encoded size of the whole stream, in bytes (the sample's, scaled).
+    pub size: usize,
+    /// Estimated time to decode the whole stream, in nanoseconds.
+    pub decode_ns: f64,
+    /// Estimated decode speed in GB/s of plain values.
+    pub decode_gbs: f64,
+}
+
+/// What the search found: every candidate it scored, best first by the objective.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    /// The objective the ranking follows.
+    pub objective: Objective,
+    /// Scored candidates, best first.
+    pub ranked: Vec<Candidate>,
+    /// How many plans were scored.
+    pub evaluated: usize,
+    /// Values in the stream and in the sample the sizes were estimated on.
+    pub values: usize,
+    /// Values in the sample.
+    pub sampled: usize,
+}
+
+impl Selection {
+    /// The winning plan, if any candidate could encode the sample.
+    pub fn best(&self) -> Option<&Candidate> {
+        self.ranked.first()
+    }
+
+    /// A few lines that say what was considered and why the winner won.
+    pub fn explain(&self, top: usize) -> String {
+        let mut out = format!(
+            "objective {}; {} plans scored on a sample of {} of {} values\n",
+            self.objective, self.evaluated, self.sampled, self.values
+        );
+        for (i, c) in self.ranked.iter().take(top).enumerate() {
+            out.push_str(&format!(
+                "  {}{:>2}. {:<60} ~{:>10} B  ~{:>7.2} GB/s decode\n",
+                if i == 0 { "*" } else { " " },
+                i + 1,
+                c.plan.to_string(),
+                c.size,
+                c.decode_gbs
+            ));
+        }
+        if let (Some(w), Some(smallest)) = (
+            self.ranked.first(),
+            self.ranked.iter().min_by_key(|c| c.size),
+        ) {
+            let fastest = self
+                .ranked
+                .iter()
+                .max_by(|a, b| a.decode_gbs.total_cmp(&b.decode_gbs));
+            let why = match self.objective {
+                Objective::Smallest => "it is the smallest".to_string(),
+                Objective::MinDecodeGbs(x) if w.decode_gbs >= x => {
+                    format!("it is the smallest that decodes at >= {x} GB/s")
+                }
+                Objective::MinDecodeGbs(x) => {
+                    format!("no plan decodes at >= {x} GB/s, so the fastest")
+                }
+                _ if w.plan == smallest.plan => {
+                    "it is the smallest, and no faster plan makes up for its size".to_string()
+                }
+                o => format!(
+                    "it is {:.1} % larger than the smallest ({}) but decodes {:.1}x faster, \
+                     which pays off when reading at {}",
+                    100.0 * (w.size as f64 / smallest.size.max(1) as f64 - 1.0),
+                    smallest.plan,
+                    w.decode_gbs / smallest.decode_gbs.max(1e-9),
+                    if o == Objective::Fastest {
+                        "32 GB/s (memory)"
+                    } else {
+                        "2 GB/s"
+                    }
+                ),
+            };
+            out.push_str(&format!("winner: {} because {why}", w.plan));
+            if let Some(f) = fastest
+                && f.plan != w.plan
+            {
+                out.push_str(&format!(
+                    " (fastest considered: {} at {:.2} GB/s)",
+                    f.plan, f.decode_gbs
+                ));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Stream families, each with its own search space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Int,
+    Float,
+    Fixed,
+}
+
+/// Integer leaves and inner primitives (their child slots come from the registry).
+const INT_LEAVES: &[&str] = &["bitpack", "plain", "constant"];
+const INT_INNER: &[&str] = &[
+    "for",
+    "zigzag",
+    "delta",
+    "patch",
+    "blockpack",
+    "rle",
+    "dict",
+];
+
+fn family(values: &Values, text: bool) -> Family {
+    match values.ptype() {
+        PType::F32 | PType::F64 => Family::Float,
+        PType::Bytes => Family::Fixed,
+        PType::U8 if text => Family::Fixed,
+        _ => Family::Int,
+    }
+}
+
+/// `plan` with every child slot filled (defaults written out), so depth and refinement see
+/// the whole tree.
+fn expanded(plan: &Plan) -> Plan {
+    // `plain` has children only for byte strings, outside the numeric space.
+    let Some(enc) = by_name(&plan.name).filter(|_| plan.name != "plain") else {
+        return plan.clone();
+    };
+    let mut out = Plan::new(plan.name.clone());
+    out.params = plan.params.clone();
+    for slot in enc.slots() {
+        let child = match plan.get(slot.name) {
+            Some(c) => expanded(c),
+            None => match slot.default.parse::<Plan>() {
+                Ok(c) => expanded(&c),
+                Err(_) => continue,
+            },
+        };
+        out = out.child(slot.name, child);
+    }
+    out
+}
+
+/// Primitives on the longest path; `float2int` does not count.
+pub fn depth(plan: &Plan) -> usize {
+    let own = usize::from(plan.name != "float2int");
+    own + plan
+        .children
+        .iter()
+        .map(|(_, c)| depth(c))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every integer plan of at most `d` primitives.
+fn int_plans(d: usize) -> Vec<Plan> {
+    if d == 0 {
+        return Vec::new();
+    }
+    let mut out: Vec<Plan> = INT_LEAVES.iter().map(|n| Plan::new(*n)).collect();
+    if d < 2 {
+        return out;
+    }
+    let sub = int_plans(d - 1);
+    for name in INT_INNER {
+        let Some(enc) = by_name(name) else { continue };
+        let mut partial = vec![Plan::new(*name)];
+        for slot in enc.slots() {
+            partial = partial
+                .iter()
+                .flat_map(|p| sub.iter().map(|c| p.clone().child(slot.name, c.clone())))
+                .collect();
+        }
+        out.extend(partial);
+    }
+    out
+}
+
+/// The forms tried in a slot with room for `d` primitives: leaves, and inner primitives with
+/// `bitpack` in every slot.
+fn int_forms(d: usize) -> Vec<Plan> {
+    if d == 0 {
+        return Vec::new();
+    }
+    let mut out: Vec<Plan> = INT_LEAVES.iter().map(|n| Plan::new(*n)).collect();
+    if d >= 2 {
+        for name in INT_INNER {
+            let Some(enc) = by_name(name) else { continue };
+            let mut p = Plan::new(*name);
+            for slot in enc.slots() {
+                p = p.child(slot.name, Plan::new("bitpack"));
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The first round: leaves, and inner primitives with their default children where those fit
+/// in `d` (a transform's output usually needs its default, e.g. `delta`'s signed differences
+/// `for`), else with `bitpack` children.
+fn first_forms(d: usize) -> Vec<Plan> {
+    int_forms(d)
+        .into_iter()
+        .map(|p| {
+            let full = expanded(&Plan::new(p.name.clone()));
+            if p.children.is_empty() || depth(&full) > d {
+                p
+            } else {
+                full
+            }
+        })
+        .collect()
+}
+
+fn with_root(family: Family, inner: Vec<Plan>) -> Vec<Plan> {
+    match family {
+        Family::Float => [Plan::new("constant"), Plan::new("plain")]
+            .into_iter()
+            .chain(
+                inner
+                    .into_iter()
+                    .filter(|p| p.name != "plain" && p.name != "constant")
+                    .map(|p| Plan::new("float2int").then(p)),
+            )
+            .collect(),
+        _ => inner,
+    }
+}
+
+/// Every plan of the search space for `values` (sampled as text if `text`) of at most `depth`
+/// primitives; for byte strings and text, the fixed candidate list.
+pub fn space(values: &Values, text: bool, depth: usize) -> Vec<Plan> {
+    let f = family(values, text);
+    match f {
+        Family::Fixed => fixed_candidates(values, text),
+        _ => with_root(f, int_plans(depth)),
+    }
+}
+
+fn fixed_candidates(values: &Values, text: bool) -> Vec<Plan> {
+    if text {
+        crate::text_candidates()
+    } else {
+        crate::candidates(values.ptype())
+    }
+}
+
+/// Scores plans on one sample, remembering each plan's score.
+struct Scorer<'a> {
+    sample: &'a Values,
+    shape: Shape,
+    scale: f64,
+    plain_bytes: f64,
+    options: &'a SelectOptions,
+    seen: HashMap<String, Option<Candidate>>,
+}
+
+impl<'a> Scorer<'a> {
+    fn new(values: &Values, sample: &'a Values, options: &'a SelectOptions) -> Scorer<'a> {
+        let shape = Shape::of(sample).scaled(values.len());
+        Scorer {
+            sample,
+            shape,
+            scale: values.len() as f64 / sample.len().max(1) as f64,
+            plain_bytes: values.plain_size() as f64,
+            options,
+            seen: HashMap::new(),
+        }
+    }
+
+    fn score(&mut self, plan: &Plan) -> Option<Candidate> {
+        let key = plan.to_string();
+        if let Some(c) = self.seen.get(&key) {
+            return c.clone();
+        }
+        let c = estimate(plan, self.sample).ok().map(|size| {
+            let decode_ns = self.options.costs.decode_ns(plan, self.shape).max(1e-3);
+            Candidate {
+                plan: plan.clone(),
+                size: (size as f64 * self.scale).round() as usize,
+                decode_ns,
+                decode_gbs: self.plain_bytes / decode_ns,
+            }
+        });
+        self.seen.insert(key, c.clone());
+        c
+    }
+
+    fn ranked(self) -> (Vec<Candidate>, usize) {
+        let evaluated = self.seen.len();
+        let mut all: Vec<Candidate> = self.seen.into_values().flatten().collect();
+        rank_by(&mut all, self.options.objective);
+        (all, evaluated)
+    }
+}
+
+/// Sorts best first by `objective`; ties go to the smaller plan text, so the order never
+/// depends on the order plans were scored in.
+pub fn rank_by(c: &mut [Candidate], objective: Objective) {
+    let key = |c: &Candidate| -> (u8, f64) {
+        let size = c.size as f64;
+        match objective {
+            Objective::Smallest => (0, size + c.decode_ns * 1e-9),
+            Objective::Balanced => (0, size / BALANCED_BYTES_PER_NS + c.decode_ns),
+            Objective::Fastest => (0, size / FASTEST_BYTES_PER_NS + c.decode_ns),
+            Objective::MinDecodeGbs(x) if c.decode_gbs >= x => (0, size),
+            Objective::MinDecodeGbs(_) => (1, c.decode_ns),
+        }
+    };
+    c.sort_by(|a, b| {
+        let (ka, kb) = (key(a), key(b));
+        ka.0.cmp(&kb.0)
+            .then(ka.1.total_cmp(&kb.1))
+            .then_with(|| a.plan.to_string().len().cmp(&b.plan.to_string().len()))
+            .then_with(|| a.plan.to_string().cmp(&b.plan.to_string()))
+    });
+}
+
+fn better(a: &Candidate, b: &Candidate, objective: Objective) -> bool {
+    let mut pair = [b.clone(), a.clone()];
+    rank_by(&mut pair, objective);
+    pair[0].plan == a.plan
+}
+
+/// The subplan at `path` (slot names from the root).
+fn at<'p>(plan: &'p Plan, path: &[String]) -> Option<&'p Plan> {
+    path.iter().try_fold(plan, |p, slot| p.get(slot))
+}
+
+/// `plan` with the subplan at `path` replaced by `sub`.
+fn replaced(plan: &Plan, path: &[String], sub: &Plan) -> Plan {
+    let Some((first, rest)) = path.split_first() else {
+        return sub.clone();
+    };
+    let mut out = plan.clone();
+    for (slot, child) in &mut out.children {
+        if slot == first {
+            *child = replaced(child, rest, sub);
+        }
+    }
+    out
+}
+
+/// Refines `root` slot by slot, breadth first, each slot trying every form that fits; slots
+/// more than `levels` below the root are left as they are.
+fn refine(
+    root: Candidate,
+    scorer: &mut Scorer<'_>,
+    limit: usize,
+    objective: Objective,
+    levels: usize,
+) -> Candidate {
+    let mut best = root;
+    let base: Vec<String> = if best.plan.name == "float2int" {
+        vec![String::new()]
+    } else {
+        Vec::new()
+    };
+    // Paths below `base` whose slot is to be refined, with the depth used above them.
+    let mut queue: std::collections::VecDeque<Vec<String>> = std::collections::VecDeque::new();
+    let push_children =
+        |queue: &mut std::collections::VecDeque<Vec<String>>, plan: &Plan, path: &[String]| {
+            if let Some(p) = at(plan, path) {
+                for (slot, _) in &p.children {
+                    let mut c = path.to_vec();
+                    c.push(slot.clone());
+                    queue.push_back(c);
+                }
+            }
+        };
+    push_children(&mut queue, &best.plan, &base);
+    while let Some(path) = queue.pop_front() {
+        let used = path.len() - base.len();
+        if used > levels {
+            continue;
+        }
+        let room = limit.saturating_sub(used);
+        let start = best.clone();
+        for form in int_forms(room) {
+            let plan = replaced(&start.plan, &path, &form);
+            let Some(mut c) = scorer.score(&plan) else {
+                continue;
+            };
+            // A primitive with several child streams is judged with the best leaf in each
+            // (short streams such as a dictionary's values pay `bitpack`'s 1024-value padding).
+            if form.children.len() > 1 {
+                for (slot, _) in &form.children {
+                    let mut sub = path.clone();
+                    sub.push(slot.clone());
+                    let base = c.clone();
+                    for leaf in INT_LEAVES {
+                        let plan = replaced(&base.plan, &sub, &Plan::new(*leaf));
+                        if let Some(l) = scorer.score(&plan)
+                            && better(&l, &c, objective)
+                        {
+                            c = l;
+                        }
+                    }
+                }
+            }
+            if better(&c, &best, objective) {
+                best = c;
+            }
+        }
+        push_children(&mut queue, &best.plan, &path);
+    }
+    best
+}
+
+/// Runs the cascade search on a sample of `values` (sampled as text if `text`).
+pub fn select(values: &Values, text: bool, options: &SelectOptions) -> Selection {
+    let sample = crate::sample_runs(values, crate::run_for(values, text));
+    let mut scorer = Scorer::new(values, &sample, options);
+    let f = family(values, text);
+    if f == Family::Fixed {
+        for p in fixed_candidates(values, text) {
+            scorer.score(&p);
+        }
+    } else {
+        let mut first: Vec<Candidate> = with_root(f, first_forms(options.depth))
+            .iter()
+            .filter_map(|p| scorer.score(p))
+            .collect();
+        // Every root gets its own slots refined (a transform judged with a poor child would
+        // be dropped unfairly); the best BEAM of those are refined all the way down.
+        let mut second: Vec<Candidate> = first
+            .into_iter()
+            .map(|root| refine(root, &mut scorer, options.depth, options.objective, 1))
+            .collect();
+        rank_by(&mut second, options.objective);
+        second.dedup_by(|a, b| a.plan == b.plan);
+        for root in second.into_iter().take(BEAM) {
+            refine(root, &mut scorer, options.depth, options.objective, usize::MAX);
+        }
+    }
+    finish(scorer, values, &sample, options.objective)
+}
+
+fn finish(scorer: Scorer<'_>, values: &Values, sample: &Values, objective: Objective) -> Selection {
+    let (ranked, evaluated) = scorer.ranked();
+    Selection {
+        objective,
+        ranked,
+        evaluated,
+        values: values.len(),
+        sampled: sample.len(),
+    }
+}
+
+/// Scores every plan of the search space ([`space`]) on the same sample [`select`] uses.
+pub fn exhaustive(values: &Values, text: bool, options: &SelectOptions) -> Selection {
+    let sample = crate::sample_runs(values, crate::run_for(values, text));
+    let mut scorer = Scorer::new(values, &sample, options);
+    for p in space(values, text, options.depth) {
+        scorer.score(&p);
+    }
+    finish(scorer, values, &sample, options.objective)
+}
+
+/// Plans whose depth with slot defaults written out exceeds the limit are outside the space;
+/// the search only builds plans within it, which this checks in tests.
+pub fn within_depth(plan: &Plan, limit: usize) -> bool {
+    depth(&expanded(plan)) <= limit
+}
+
+/// A per-column selector that remembers the previous chunk's best plans: consecutive chunks of
+/// a column look alike, so after a full search it re-scores only the [`KEEP`] best plans of the
+/// last full search, and searches again every [`REFRESH`] chunks or when the re-scored winner
+/// got more than [`DRIFT`] larger per value than when it was found.
+#[derive(Debug, Clone, Default)]
+pub struct ColumnSelector {
+    kept: Vec<Plan>,
+    bytes_per_value: f64,
+    since_full: usize,
+}
+
+/// Plans kept from a full search.
+pub const KEEP: usize = 3;
+/// Chunks between full searches.
+pub const REFRESH: usize = 16;
+/// Growth of the winner's size per value that triggers a full search.
+pub const DRIFT: f64 = 0.10;
+
+impl ColumnSelector {
+    /// A selector with no history.
+    pub fn new() -> ColumnSelector {
+        ColumnSelector::default()
+    }
+
+    /// Chooses for the next chunk of the column.
+    pub fn select(&mut self, values: &Values, text: bool, options: &SelectOptions) -> Selection {
+        if !self.kept.is_empty() && self.since_full < REFRESH {
+            let sample = crate::sample_runs(values, crate::run_for(values, text));
+            let mut scorer = Scorer::new(values, &sample, options);
+            for p in &self.kept {
+                scorer.score(p);
+            }
+            let s = finish(scorer, values, &sample, options.objective);
+            if let Some(b) = s.best() {
+                let per_value = b.size as f64 / values.len().max(1) as f64;
+                if per_value <= self.bytes_per_value * (1.0 + DRIFT) + 1e-9 {
+                    self.since_full += 1;
+                    return s;
+                }
+            }
+        }
+        let s = select(values, text, options);
+        self.kept = s.ranked.iter().take(KEEP).map(|c| c.plan.clone()).collect();
+        self.bytes_per_value = s
+            .best()
+            .map_or(0.0, |b| b.size as f64 / values.len().max(1) as f64);
+        self.since_full = 0;
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zipflow_core::IntVec;
+
+    #[test]
+    fn space_sizes_and_depths() {
+        assert_eq!(int_plans(1).len(), 3);
+        // 3 leaves, 5 one-slot primitives over 3, 2 two-slot primitives over 3 x 3.
+        assert_eq!(int_plans(2).len(), 3 + 5 * 3 + 2 * 9);
+        let three = int_plans(3);
+        assert_eq!(three.len(), 3 + 5 * 36 + 2 * 36 * 36);
+        assert!(three.iter().all(|p| depth(p) <= 3));
+        let p: Plan = "rle".parse().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(depth(&expanded(&p)), 3);
+    }
+
+    #[test]
+    fn cascade_matches_exhaustive_on_shaped_data() {
+        let shapes: Vec<Vec<i64>> = vec![
+            (0..20_000).map(|i| 5_000_000 + i / 4).collect(),
+            (0..20_000).map(|i| (i * 7919) % 1000).collect(),
+            (0..20_000).map(|i| [3, 9, 1 << 33][(i / 50) % 3]).collect(),
+            (0..20_000)
+                .map(|i| (i / 1024) * 1_000_003 + (i * 31) % 64)
+                .collect(),
+        ];
+        let opts = SelectOptions {
+            objective: Objective::Smallest,
+            ..SelectOptions::default()
+        };
+        for v in shapes {
+            let values = Values::Int(IntVec::I64(v));
+            let fast = select(&values, false, &opts);
+            let all = exhaustive(&values, false, &opts);
+            let (Some(a), Some(b)) = (fast.best(), all.best()) else {
+                panic!("nothing scored")
+            };
+            assert!(
+                a.size as f64 <= b.size as f64 * 1.02,
+                "cascade {} ({} B) vs exhaustive {} ({} B)",
+                a.plan,
+                a.size,
+                b.plan,
+                b.size
+            );
+            assert!(
+                fast.evaluated * 10 <= all.evaluated,
+                "{} vs {}",
+                fast.evaluated,
+                all.evaluated
+            );
+            assert!(within_depth(&a.plan, 3), "{}", a.plan);
+        }
+    }
+
+    #[test]
+    fn objectives_order_size_and_speed() {
+        let values = Values::Int(IntVec::I64(
+            (0..50_000).map(|i| (i * 7919) % 100_000).collect(),
+        ));
+        let mut sizes = Vec::new();
+        for o in [Objective::Smallest, Objective::Balanced, Objective::Fastest] {
+            let s = select(
+                &values,
+                false,
+                &SelectOptions {
+                    objective: o,
+                    ..SelectOptions::default()
+                },
+            );
+            let b = s
+                .best()
+                .cloned()
+                .unwrap_or_else(|| panic!("nothing for {o}"));
+            sizes.push((b.size, b.decode_gbs));
+        }
+        assert!(
+            sizes[0].0 <= sizes[1].0 && sizes[1].0 <= sizes[2].0,
+            "{sizes:?}"
+        );
+        assert!(sizes[2].1 >= sizes[0].1, "{sizes:?}");
+        let need = sizes[0].1 * 1.5;
+        let s = select(
+            &values,
+            false,
+            &SelectOptions {
+                objective: Objective::MinDecodeGbs(need),
+                ..SelectOptions::default()
+            },
+        );
+        let b = s.best().cloned().unwrap_or_else(|| panic!("nothing"));
+        let any_fast = s.ranked.iter().any(|c| c.decode_gbs >= need);
+        assert_eq!(b.decode_gbs >= need, any_fast);
+    }
+}
