@@ -69,7 +69,7 @@ def zf_bench(args, qname, threads):
     for line in out.splitlines():
         f = line.split()
         if f and f[0] == qname:
-            print(f"{qname:<6} {'zipflow':<8} {threads:>7} {float(f[2]):>10.2f} {float(f[3]):>9.2f}")
+            print(f"{qname:<6} {'zipflow':<8} {threads:>7} {float(f[2]):>10.2f} {float(f[3]):>9.2f} {f[5]:>11}")
 
 
 def main():
@@ -104,7 +104,7 @@ def main():
             con.execute(f"COPY lineitem TO '{path}' (FORMAT parquet)")
         tables.append(("parquet", f"read_parquet('{path}')"))
 
-    print(f"{'query':<6} {'source':<8} {'threads':>7} {'median ms':>10} {'min ms':>9}")
+    print(f"{'query':<6} {'source':<8} {'threads':>7} {'median ms':>10} {'min ms':>9} {'cpu ms/run':>11}")
     results = {}
     for qname, text in [("Q1", Q1), ("Q6", Q6)]:
         for source, table in tables:
@@ -113,11 +113,13 @@ def main():
                 con.execute(f"SET threads={t}")
                 results[qname] = con.execute(sql).fetchall()  # warm-up
                 times = []
+                cpu0 = time.process_time()
                 for _ in range(args.runs):
                     s = time.perf_counter()
                     con.execute(sql).fetchall()
                     times.append((time.perf_counter() - s) * 1e3)
-                print(f"{qname:<6} {source:<8} {t:>7} {statistics.median(times):>10.2f} {min(times):>9.2f}")
+                cpu = (time.process_time() - cpu0) * 1e3 / args.runs
+                print(f"{qname:<6} {source:<8} {t:>7} {statistics.median(times):>10.2f} {min(times):>9.2f} {cpu:>11.1f}")
                 if args.zipflow and source == "native":
                     zf_bench(args, qname, t)
     for qname, rows in results.items():

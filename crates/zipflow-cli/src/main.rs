@@ -43,6 +43,10 @@ enum Command {
     /// Text plans against gzip, zstd and bzip2 on the same files.
     #[command(name = "bench-text", hide = true)]
     BenchText(commands::bench_text::Args),
+    /// Plan selection: cascade search against exhaustive search, Parquet+zstd and snappy,
+    /// per TPC-H column; `--calibrate` measures the decode cost table.
+    #[command(name = "bench-selection", hide = true)]
+    BenchSelection(commands::bench_selection::Args),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Command::Sql(a) => commands::sql::run(a),
         Command::Bench(a) => commands::bench::run(a),
         Command::BenchText(a) => commands::bench_text::run(a),
+        Command::BenchSelection(a) => commands::bench_selection::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

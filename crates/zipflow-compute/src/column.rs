@@ -260,6 +260,26 @@ fn table_mask<U: Int>(codes: &[U], table: &[u8], mask: &mut [u8]) -> u8 {
     )
 }
 
+/// `out[i] = dict[codes[i]]`; returns the largest code.
+#[inline(always)]
+fn gather_u8_impl(codes: &[u8], dict: &[i64; 256], out: &mut [i64]) -> u8 {
+    let mut max = 0u8;
+    for (o, &c) in out.iter_mut().zip(codes) {
+        *o = dict[usize::from(c)];
+        max = max.max(c);
+    }
+    max
+}
+
+fn gather_u8(codes: &[u8], dict: &[i64; 256], out: &mut [i64]) -> u8 {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn avx2(codes: &[u8], dict: &[i64; 256], out: &mut [i64]) -> u8 {
+        gather_u8_impl(codes, dict, out)
+    }
+    avx2_dispatch!(avx2(codes, dict, out), gather_u8_impl(codes, dict, out))
+}
+
 thread_local! {
     /// One block of unpacked words, reused so blocks are not zeroed before every unpack.
     static UNPACKED: std::cell::RefCell<Vec<u64>> = std::cell::RefCell::new(vec![0; BLOCK]);
@@ -366,6 +386,69 @@ impl PackedCol<'_> {
     }
 }
 
+/// The codes `lo..=hi` when the ones of `table` (over the dictionary) are contiguous.
+fn code_range(table: &[u8]) -> Option<(u64, u64)> {
+    let lo = table.iter().position(|&t| t == 1)?;
+    let hi = table.iter().rposition(|&t| t == 1)?;
+    table[lo..=hi]
+        .iter()
+        .all(|&t| t == 1)
+        .then_some((lo as u64, hi as u64))
+}
+
+/// The largest value of a block.
+#[inline(always)]
+fn max_impl<U: Int>(x: &[U]) -> U {
+    x.iter().copied().fold(U::ZERO, |a, b| a.max(b))
+}
+
+fn block_max<U: Int>(x: &[U]) -> U {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn avx2<U: Int>(x: &[U]) -> U {
+        max_impl(x)
+    }
+    avx2_dispatch!(avx2(x), max_impl(x))
+}
+
+impl PackedCol<'_> {
+    /// ANDs `lo <= code <= hi` into `mask[..n]`; errors on a code past the dictionary's
+    /// `dict_len` entries (checked only when the packed width can express one).
+    fn filter_codes(
+        &self,
+        b: usize,
+        n: usize,
+        lo: u64,
+        hi: u64,
+        dict_len: usize,
+        mask: &mut [u8],
+    ) -> Result<()> {
+        let check = self.width >= 64 || (1u128 << self.width) > dict_len as u128;
+        let (l, span) = (lo, hi - lo);
+        let mask = &mut mask[..n];
+        let max = self.with_block(b, n, |u| {
+            macro_rules! go {
+                ($x:expr, $t:ty) => {{
+                    range_mask($x, l as $t, span as $t, mask);
+                    if check { block_max($x).to_u64() } else { 0 }
+                }};
+            }
+            match u {
+                Unpacked::U8(x) => go!(x, u8),
+                Unpacked::U16(x) => go!(x, u16),
+                Unpacked::U32(x) => go!(x, u32),
+                Unpacked::U64(x) => go!(x, u64),
+            }
+        });
+        if check && n > 0 && max >= dict_len as u64 {
+            return Err(Error::corrupt(format!(
+                "dictionary code {max} past the dictionary's {dict_len} entries"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// A block of unpacked words of one of the four unsigned types.
 enum Unpacked<'u> {
     U8(&'u [u8]),
@@ -403,6 +486,18 @@ impl View for u64 {
 enum DictValues {
     Ints(Vec<i64>),
     Floats(Vec<f64>),
+}
+
+/// A predicate on one column's stored (scaled) integers.
+#[derive(Clone, Copy)]
+pub struct Predicate<'p> {
+    /// `Some((lo, hi))` when the predicate is exactly `lo <= v <= hi`: that form is compared
+    /// in the packed domain.
+    pub range: Option<(i64, i64)>,
+    /// The predicate on a value.
+    pub pred: &'p dyn Fn(i64) -> bool,
+    /// For a dictionary chunk, [`ChunkColumn::code_table`] of `pred`.
+    pub table: Option<&'p [u8]>,
 }
 
 /// How one column of one chunk is read.
@@ -608,6 +703,28 @@ impl<'a> ChunkColumn<'a> {
                     Some(idx) => p.gather(b, idx, o),
                 }
             }
+            Source::Dict {
+                codes,
+                values: DictValues::Ints(v),
+            } if sel.is_none() && codes.ptype == PType::U8 && !v.is_empty() => {
+                // Byte codes: gather straight from a 256-entry copy of the dictionary, after
+                // checking the block's largest code.
+                let mut padded = [0i64; 256];
+                for (p, &x) in padded.iter_mut().zip(v) {
+                    *p = x;
+                }
+                let o = ints(out, k);
+                let max = codes.with_block(b, n, |u| match u {
+                    Unpacked::U8(x) => gather_u8(x, &padded, o),
+                    _ => u8::MAX,
+                });
+                if usize::from(max) >= v.len() {
+                    return Err(Error::corrupt(format!(
+                        "dictionary code {max} past the dictionary's {} entries",
+                        v.len()
+                    )));
+                }
+            }
             Source::Dict { codes, values } => {
                 let mut c = [0i64; BLOCK];
                 let dict_len = match values {
@@ -686,19 +803,16 @@ impl<'a> ChunkColumn<'a> {
         Some(table)
     }
 
-    /// ANDs `pred(value)` into `mask[..n]` for block `b`, where `range` is `Some((lo, hi))`
-    /// when the predicate is exactly `lo <= v <= hi`: that form is compared in the packed
-    /// domain. `pred` sees the column's integral values.
+    /// ANDs the predicate into `mask[..n]` for block `b` (see [`Predicate`]).
     pub fn filter(
         &self,
         b: usize,
         n: usize,
-        range: Option<(i64, i64)>,
-        pred: &dyn Fn(i64) -> bool,
-        table: Option<&[u8]>,
+        p: &Predicate<'_>,
         mask: &mut [u8],
         tmp: &mut Block,
     ) -> Result<()> {
+        let Predicate { range, pred, table } = *p;
         match &self.source {
             Source::Packed(p) => {
                 if let Some((lo, hi)) = range
@@ -712,6 +826,11 @@ impl<'a> ChunkColumn<'a> {
                 values: DictValues::Ints(v),
             } => {
                 if let Some(t) = table {
+                    // The dictionary is sorted, so a range predicate keeps a contiguous range
+                    // of codes: compare the codes instead of looking each one up.
+                    if let Some((lo, hi)) = code_range(&t[..v.len().min(t.len())]) {
+                        return codes.filter_codes(b, n, lo, hi, v.len(), mask);
+                    }
                     return codes.filter_table(b, n, t, mask);
                 }
                 let mut c = [0i64; BLOCK];

@@ -2,7 +2,7 @@
 //!
 //! The read path of a query: SQL text ([`sql::plan`]) becomes a bound [`Query`] over the
 //! expression IR ([`expr`]); [`Table::run`] scans the file chunk by chunk in parallel, each
-//! chunk 1024 values at a time ([`column`]), evaluating predicates in the encoded domain
+//! chunk 1024 values at a time ([`column`](mod@column)), evaluating predicates in the encoded domain
 //! (zone maps, packed-domain compares, dictionary tables) and folding the surviving rows into
 //! per-group accumulators. A row-at-a-time reference path gives the same results and serves
 //! chunks with nulls and constructs the block path lacks.

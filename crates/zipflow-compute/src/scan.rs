@@ -20,7 +20,7 @@ use zipflow_core::{Error, IntVec, Result, Values};
 use zipflow_encodings::{NodeView, Scratch};
 use zipflow_format::{Validity, ZfFile};
 
-use crate::column::{BLOCK, Block, ChunkColumn, StrView, ints_to_i64};
+use crate::column::{BLOCK, Block, ChunkColumn, Predicate, StrView, ints_to_i64};
 use crate::expr::{
     self, ArithOp, CmpOp, Expr, Row, SqlType, Value, div_round, make_integral, pow10,
 };
@@ -857,6 +857,7 @@ impl FastPlan {
             })
             .collect();
         let mut selected = vec![0i64; nslots + 1];
+        let mut selected4 = vec![0i64; 4 * (nslots + 1)];
         // sum(x) and avg(x) share one accumulator.
         let sum_like = |f: AggFunc| matches!(f, AggFunc::Sum | AggFunc::Avg);
         let shared: Vec<usize> = q
@@ -907,30 +908,24 @@ impl FastPlan {
                         let cc = columns
                             .get(&col)
                             .ok_or_else(|| Error::invalid("column not open"))?;
-                        cc.filter(
-                            b,
-                            n,
-                            Some((lo, hi)),
-                            &|x| x >= lo && x <= hi,
+                        let p = Predicate {
+                            range: Some((lo, hi)),
+                            pred: &|x| x >= lo && x <= hi,
                             table,
-                            &mut mask,
-                            &mut tmp,
-                        )?;
+                        };
+                        cc.filter(b, n, &p, &mut mask, &mut tmp)?;
                     }
                     (ColPred::Set { set, negated, .. }, None) => {
                         let cc = columns
                             .get(&col)
                             .ok_or_else(|| Error::invalid("column not open"))?;
                         let neg = *negated;
-                        cc.filter(
-                            b,
-                            n,
-                            None,
-                            &|x| set.contains(&x) != neg,
+                        let p = Predicate {
+                            range: None,
+                            pred: &|x| set.contains(&x) != neg,
                             table,
-                            &mut mask,
-                            &mut tmp,
-                        )?;
+                        };
+                        cc.filter(b, n, &p, &mut mask, &mut tmp)?;
                     }
                     (ColPred::Strings { .. }, None) => {}
                 }
@@ -1001,9 +996,8 @@ impl FastPlan {
             if uniform {
                 selected[0] += k as i64;
             } else {
-                for &s in &sel_g {
-                    selected[s as usize] += 1;
-                }
+                let stride = selected.len();
+                kernels::scatter(&mut selected4, stride, &ONES[..sel_g.len()], &sel_g);
             }
             for (i, (a, d)) in q.aggregates.iter().zip(&mut dense).enumerate() {
                 let Some(e) = &a.arg else { continue };
@@ -1016,6 +1010,11 @@ impl FastPlan {
                     Block::Floats(x) => d.add_floats(a.func, x, &sel_g),
                 }
                 ev.give(v);
+            }
+        }
+        for k in 0..4 {
+            for (s, c) in selected.iter_mut().zip(&selected4[k * (nslots + 1)..]) {
+                *s += c;
             }
         }
         let seen: Vec<bool> = selected.iter().map(|&c| c > 0).collect();
@@ -1327,6 +1326,9 @@ impl DenseAcc {
         }
     }
 }
+
+/// A block of ones, for counting rows per slot with [`kernels::scatter`].
+static ONES: [i64; BLOCK] = [1; BLOCK];
 
 /// The right operand of a block operation.
 enum Operand {

@@ -260,8 +260,9 @@ fn nulls_follow_sql_semantics() {
     assert_eq!(fast, run(&path, &text, 1, true));
     // By hand, with SQL's rules: NULL > -5 is unknown, so `a > -5 OR d < 0` keeps a row with a
     // NULL `a` only when d < 0; sum and count skip NULLs; NULL strings form their own group.
-    let mut groups: BTreeMap<Option<String>, (i64, i64, i128, Option<i64>, i128, i128)> =
-        BTreeMap::new();
+    // rows, non-null a, sum(a), min(a), sum(d * a), sum(d)
+    type Tally = (i64, i64, i128, Option<i64>, i128, i128);
+    let mut groups: BTreeMap<Option<String>, Tally> = BTreeMap::new();
     for i in 0..n as usize {
         let av = a.is_valid(i).then(|| a.value(i));
         let dv = d.value(i);

@@ -416,96 +416,15 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
         len_slot = root.base,
         stages = g.stages,
     ));
-    let (source, threads) = match lane_chain(shape, &nodes) {
-        // The lane-sequential body replaces the generic one; the node functions are unused.
-        Some(body) => (
-            format!(
-                "{}{body}",
-                &g.src[..g.src.find("\n// node").unwrap_or(g.src.len())]
-            ),
-            TILE_VECTORS * 1024 / (shape.ptype.byte_width() as u32 * 8),
-        ),
-        None => (g.src, kind.threads()),
-    };
     Ok(Kernel {
-        source,
+        source: g.src,
         kind,
         nparams,
         nodes,
         key,
         out: shape.ptype,
-        threads,
+        threads: kind.threads(),
     })
-}
-
-/// For a chain of `for`/`zigzag` over one `bitpack` (the commonest numeric shapes), a tile
-/// kernel body that decodes the FastLanes way: one thread per lane of a vector walks the
-/// lane's rows in order, so the row's output offset is a constant and the bit position
-/// advances by `W` per row, instead of deriving lane and row from each position. Each block
-/// decodes [`TILE_VECTORS`] vectors with `1024 / BITS` threads each.
-fn lane_chain(shape: &Shape, nodes: &[NodeSlots]) -> Option<String> {
-    let mut chain = Vec::new();
-    let mut s = shape;
-    let mut k = 0usize;
-    while matches!(s.op, Op::For | Op::ZigZag) {
-        chain.push((s.op, nodes.get(k)?.base));
-        s = s.children.first()?;
-        k += 1;
-    }
-    if s.op != Op::BitPack || !shape.ptype.is_int() {
-        return None;
-    }
-    let leaf = nodes.get(k)?.base;
-    let root_t = ctype(shape.ptype).ok()?;
-    let u = ctype(shape.ptype.to_unsigned()).ok()?;
-    let a = acc(shape.ptype);
-    let bits = shape.ptype.byte_width() * 8;
-    let lanes = 1024 / bits;
-    let mut apply = String::new();
-    let mut refs = String::new();
-    for (i, (op, base)) in chain.iter().enumerate().rev() {
-        match op {
-            Op::For => {
-                refs.push_str(&format!("  const {a} ref{i} = ({a})e.prm[{}];\n", base + 1));
-                apply.push_str(&format!("    x = ({a})({u})(x + ref{i});\n"));
-            }
-            _ => apply.push_str(&format!(
-                "    x = ({a})({u})((x >> 1) ^ (({a})0 - (x & ({a})1)));\n"
-            )),
-        }
-    }
-    let mut rows = String::new();
-    for r in 0..bits {
-        // FastLanes: row r of a lane holds position FL_ORDER[r / 8] * 16 + (r % 8) * 128 + lane.
-        let q = [0, 4, 2, 6, 1, 5, 3, 7][r / 8] * 16 + (r % 8) * 128;
-        rows.push_str(&format!(
-            "  {{ // row {r}\n    {a} x = ({a})0;\n    if (W != 0u) {{\n      const u32 bit = {r}u * W, k = bit / {bits}u, sh = bit % {bits}u;\n      x = ({a})__ldg(vw + {lanes}u * k) >> sh;\n      if (sh + W > {bits}u) x |= ({a})__ldg(vw + {lanes}u * (k + 1u)) << ({bits}u - sh);\n      x &= mask;\n    }}\n{apply}    if ({q}u + lane < n) o[{q}] = ({root_t})({u})x;\n  }}\n"
-        ));
-    }
-    Some(format!(
-        r#"
-// Lane-sequential decode of a bit-packed chain: thread = (vector, lane), rows in order.
-extern "C" __global__ void __launch_bounds__(ZF_THREADS)
-{KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
-          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
-  const u32 chunk = work[2u * blockIdx.x];
-  const u32 vec = work[2u * blockIdx.x + 1u] + threadIdx.x / {lanes}u;
-  const u32 lane = threadIdx.x % {lanes}u;
-  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
-  const u32 len = (u32)e.prm[{len_slot}];
-  const u32 p0 = vec * 1024u;
-  if (p0 >= len) return;
-  const u32 n = min(1024u, len - p0);
-  {root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}] + p0 + lane;
-  const u32 W = (u32)e.prm[{w}];
-  const {u}* vw = (const {u}*)(e.in + e.prm[{words}]) + (u64)vec * ({lanes}u * W) + lane;
-  const {a} mask = W == {bits}u ? ~({a})0 : ((({a})1 << W) - ({a})1);
-{refs}{rows}}}
-"#,
-        len_slot = nodes.first()?.base,
-        w = leaf + 2,
-        words = leaf + 1,
-    ))
 }
 
 struct Gen<'a> {
@@ -783,15 +702,11 @@ mod tests {
         assert_eq!(k.key, "for:i64(bitpack:u64)");
         assert!(k.source.contains("extern \"C\" __global__"));
         assert!(k.source.contains("zf_decode("));
-        // Lane-sequential: 16 lanes of u64 per vector, 64 rows at constant output offsets
-        // (row 63 of lane 0 is position FL_ORDER[7] * 16 + 7 * 128 = 1008).
-        assert!(k.source.contains("Lane-sequential"), "{}", k.source);
-        assert!(
-            k.source
-                .contains("if (1008u + lane < n) o[1008] = (i64)(u64)x;")
-        );
-        assert!(k.source.contains("x = (u64)(u64)(x + ref0);"));
-        assert_eq!(k.threads, TILE_VECTORS * 16);
+        assert!(k.source.contains("zf_unpack<u64, u64, 64>"));
+        // Fused: the root's value is written straight from the expression, no buffer.
+        assert!(k.source.contains("o[p] = zf_n0(e, p)"));
+        assert!(!k.source.contains("__shared__ i64 zf_m"));
+        assert_eq!(k.threads, TILE_THREADS);
         // out offset, for: len + reference, bitpack: len + offset + width.
         assert_eq!(k.nparams, 1 + 2 + 3);
         assert_eq!(k.nodes[1].base, 3);
@@ -822,9 +737,9 @@ mod tests {
             (
                 "bitpack",
                 Values::Int(IntVec::U16((0..3000).collect())),
-                "// row 15",
+                "zf_unpack<u16, u32, 16>",
             ),
-            ("zigzag | bitpack", ints(), "(x >> 1) ^"),
+            ("zigzag | bitpack", ints(), "(z >> 1) ^"),
             (
                 "constant",
                 Values::Int(IntVec::U8(vec![7; 100])),

@@ -30,9 +30,9 @@ use zipflow_encodings::node::cast_or_copy;
 use zipflow_encodings::{NodeView, bitpack, dict, float2int, patch};
 use zipflow_format::ZfFile;
 
-/// Chunks per upload batch: large enough that a copy takes well over a launch's overhead,
-/// small enough that the first kernels start early.
-const BATCH_CHUNKS: usize = 8;
+/// Chunks per upload batch: large enough that a batch's tile kernels fill the GPU and a copy
+/// takes well over a launch's overhead, small enough that the first kernels start early.
+const BATCH_CHUNKS: usize = 32;
 
 /// Each chunk's bytes start at a multiple of this in the input buffer.
 const INPUT_ALIGN: usize = 256;
@@ -413,7 +413,25 @@ impl<'g> ColumnDecoder<'g> {
                 .map_err(cuda("copying compressed bytes to the device"))?;
             }
             for (g, r) in self.groups.iter().zip(ranges) {
-                self.launch(g, r.clone(), stream)?;
+                if g.kernel.kind == KernelKind::Tile {
+                    self.launch(g, r.clone(), stream)?;
+                }
+            }
+        }
+        // Chunk kernels run one block per chunk: launched per batch they would leave most of
+        // the GPU idle, so they run once over all chunks after the last copy.
+        if self
+            .groups
+            .iter()
+            .any(|g| g.kernel.kind == KernelKind::Chunk)
+        {
+            streams[0]
+                .join(&streams[1])
+                .map_err(cuda("ordering streams"))?;
+            for g in &self.groups {
+                if g.kernel.kind == KernelKind::Chunk {
+                    self.launch(g, 0..g.work.len() / 2, &streams[0])?;
+                }
             }
         }
         self.uploaded = true;

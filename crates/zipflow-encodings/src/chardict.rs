@@ -191,7 +191,16 @@ impl CharCode {
             *slot = entry | (count << 24) | (used << 26);
         }
         Decoder {
-            lut,
+            lut: Some(lut),
+            code: self.clone(),
+        }
+    }
+
+    /// A decoder that reads one code at a time, for a few blocks, where building the table
+    /// would cost more than it saves.
+    pub(crate) fn decoder_without_table(&self) -> Decoder {
+        Decoder {
+            lut: None,
             code: self.clone(),
         }
     }
@@ -199,7 +208,7 @@ impl CharCode {
 
 /// A [`CharCode`]'s decoding table.
 pub(crate) struct Decoder {
-    lut: Box<[u32; 1 << WINDOW]>,
+    lut: Option<Box<[u32; 1 << WINDOW]>>,
     code: CharCode,
 }
 
@@ -222,11 +231,13 @@ pub(crate) struct Lane<'o, 'd> {
 }
 
 impl Lane<'_, '_> {
-    /// Whether [`Lane::step`] may run: 16 bytes of room in `out` (four lookups of up to three
+    /// Whether [`Lane::step`] may run: a table, 16 bytes of room in `out` (four lookups of up to three
     /// characters, each storing four bytes) and eight bytes to load.
     #[inline(always)]
     fn can_step(&self, payload: &[u8]) -> bool {
-        self.k + 16 <= self.out.len() && (self.pos >> 3) + 8 <= payload.len() as u64
+        self.dec.lut.is_some()
+            && self.k + 16 <= self.out.len()
+            && (self.pos >> 3) + 8 <= payload.len() as u64
     }
 
     /// Four table lookups from one 64-bit load (at most 48 of its at least 57 fresh bits).
@@ -235,6 +246,9 @@ impl Lane<'_, '_> {
     /// [`Lane::can_step`] must hold.
     #[inline(always)]
     unsafe fn step(&mut self, payload: &[u8]) {
+        let Some(lut) = self.dec.lut.as_deref() else {
+            return;
+        };
         let byte = (self.pos >> 3) as usize;
         // SAFETY: `can_step` checked `byte + 8 <= payload.len()`.
         let src = unsafe {
@@ -247,7 +261,7 @@ impl Lane<'_, '_> {
         let mut w = u64::from_be_bytes(src) << (self.pos & 7);
         let mut used = 0u32;
         for _ in 0..4 {
-            let e = self.dec.lut[(w >> (64 - WINDOW)) as usize];
+            let e = lut[(w >> (64 - WINDOW)) as usize];
             // SAFETY: `can_step` checked `k + 16 <= out.len()` on entry; each lookup advances
             // `k` by at most 3, so this store ends by `k + 9 + 4`.
             unsafe {

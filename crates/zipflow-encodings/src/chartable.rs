@@ -17,9 +17,11 @@
 //! (block, table) minimising the stream's bits, switch announcements included. Training is a
 //! few rounds of clustering blocks by histogram: seed tables one by one from the block the
 //! current tables serve worst (relative to a table of its own), then alternately assign blocks
-//! by the shortest path and retrain each table on its blocks' summed histogram (the best `k`
-//! and its `2^k` most frequent characters, which is optimal for a fixed assignment), until the
-//! total stops falling. No randomness, so output is deterministic.
+//! by the shortest path and retrain each table on its blocks' summed histogram (the best shape
+//! filled with the most frequent characters, which is optimal for a fixed assignment), until
+//! the total stops falling (at most 8 rounds). Several tables are kept only if they beat the one
+//! table trained on everything, announcements included. No randomness, so output is
+//! deterministic.
 //!
 //! Node: meta = requested `T` (u8) | table count (u8) | per table: `k` (u8), `k2` (u8, 255 for
 //! one tier), the first tier's `2^k` characters then the second's `2^k2` | total bits of the
@@ -54,6 +56,9 @@ const NO_TIER: u8 = 0xff;
 
 /// Most rounds of assign-then-retrain.
 const ROUNDS: usize = 8;
+
+/// Blocks a table must code for decoding to build its lookup table.
+const TABLE_MIN_BLOCKS: usize = 16;
 
 /// Blocks per parallel task.
 const MIN_TASK_BLOCKS: usize = 32;
@@ -116,9 +121,14 @@ fn announcement(ntables: usize, prev: Option<usize>, t: usize) -> (u32, u32) {
 ///
 /// ```
 /// use zipflow_encodings::chartable::{SwitchCost, shortest_path};
+/// // Three blocks, two choices: each block is free under one choice and costs 10 under the other.
 /// let costs = [10, 0, 0, 10, 10, 0];
+/// // Cheap switches: follow the free choice.
 /// let sw = SwitchCost { first: 1, stay: 1, change: 3 };
-/// assert_eq!(shortest_path(&costs, 2, sw), (1 + 0 + 1 + 0 + 1 + 10, vec![1, 1, 1]));
+/// assert_eq!(shortest_path(&costs, 2, sw), (1 + 3 + 3, vec![1, 0, 1]));
+/// // Dear switches: stay, and pay 10 for the middle block.
+/// let sw = SwitchCost { first: 1, stay: 1, change: 12 };
+/// assert_eq!(shortest_path(&costs, 2, sw), (1 + 1 + 10 + 1, vec![1, 1, 1]));
 /// ```
 pub fn shortest_path(costs: &[u64], nchoices: usize, switch: SwitchCost) -> (u64, Vec<u8>) {
     debug_assert!(switch.stay <= switch.change && nchoices <= 256);
@@ -645,7 +655,24 @@ impl Encoding for CharTable {
             return Err(Error::corrupt("chartable decodes to u8 values"));
         };
         crate::resize_for_overwrite(out, node.len, 0);
-        let decoders: Vec<Decoder> = p.codes.iter().map(CharCode::decoder).collect();
+        // A lookup table (4096 entries) pays off over a few dozen blocks; a table used less
+        // decodes one code at a time.
+        let mut uses = vec![0usize; p.codes.len()];
+        for &t in &p.tables {
+            uses[usize::from(t)] += 1;
+        }
+        let decoders: Vec<Decoder> = p
+            .codes
+            .iter()
+            .zip(&uses)
+            .map(|(c, &u)| {
+                if u >= TABLE_MIN_BLOCKS {
+                    c.decoder()
+                } else {
+                    c.decoder_without_table()
+                }
+            })
+            .collect();
         let n = p.codes.len();
         let sw = SwitchCost::of(n);
         decode_chunks(out, p.payload, &p.offsets, |b, start| {
@@ -722,6 +749,9 @@ mod tests {
         }
         cases.push((0..=255u8).collect());
         cases.push(vec![b' '; 5000]);
+        // Enough blocks per table that decoding builds lookup tables for some and not others.
+        cases.push(text(31, 120_000));
+        cases.push(mixed(32, 300_000));
         cases
     }
 

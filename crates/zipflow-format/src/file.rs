@@ -13,6 +13,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteOptions};
@@ -441,6 +442,9 @@ pub struct ZfFile {
     bytes: FileBytes,
     footer: Footer,
     schema: SchemaRef,
+    /// Chunks whose payload checksum already matched (column-major), so reading a chunk again
+    /// (a query run many times, a scan after a check) does not hash it again.
+    verified: Vec<AtomicBool>,
 }
 
 impl std::fmt::Debug for ZfFile {
@@ -483,11 +487,13 @@ impl ZfFile {
 
     fn from_file_bytes(path: PathBuf, bytes: FileBytes) -> Result<ZfFile> {
         let (footer, schema) = parse(bytes.as_slice()).map_err(|e| e.in_file(&path))?;
+        let nchunks: usize = footer.chunks.iter().map(Vec::len).sum();
         Ok(ZfFile {
             path,
             bytes,
             footer,
             schema: Arc::new(schema),
+            verified: (0..nchunks).map(|_| AtomicBool::new(false)).collect(),
         })
     }
 
@@ -568,12 +574,13 @@ impl ZfFile {
     /// checksum. Errors name file, column and chunk.
     pub fn chunk_payload(&self, col: usize, chunk: usize) -> Result<(&[u8], &ChunkMeta)> {
         let meta = self.try_chunk_meta(col, chunk)?;
-        self.checked_payload(meta)
+        self.checked_payload(col, chunk, meta)
             .map(|p| (p, meta))
             .map_err(|e| self.locate(e, col, chunk))
     }
 
-    fn checked_payload(&self, meta: &ChunkMeta) -> Result<&[u8]> {
+    /// The chunk's payload, its checksum checked the first time it is read.
+    fn checked_payload(&self, col: usize, chunk: usize, meta: &ChunkMeta) -> Result<&[u8]> {
         // Entries were checked against the file length at open.
         let start = usize::try_from(meta.offset).map_err(|_| Error::corrupt("offset"))?;
         let len = usize::try_from(meta.payload_len()).map_err(|_| Error::corrupt("length"))?;
@@ -582,8 +589,16 @@ impl ZfFile {
             .as_slice()
             .get(start..start.saturating_add(len))
             .ok_or_else(|| Error::corrupt("chunk payload lies outside the file"))?;
+        let flag = self.verified.get(col * self.num_chunks() + chunk);
+        if flag.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            return Ok(payload);
+        }
         let computed = xxh3_64(payload);
-        if computed != meta.checksum {
+        if computed == meta.checksum {
+            if let Some(f) = flag {
+                f.store(true, Ordering::Relaxed);
+            }
+        } else {
             return Err(Error::Checksum {
                 loc: Default::default(),
                 part: "chunk payload".into(),
@@ -618,17 +633,19 @@ impl ZfFile {
             .columns
             .get(col)
             .ok_or_else(|| Error::invalid(format!("column index {col} out of range")))?;
-        self.decode_chunk(column, meta, scratch)
+        self.decode_chunk(col, chunk, column, meta, scratch)
             .map_err(|e| self.locate(e, col, chunk))
     }
 
     fn decode_chunk(
         &self,
+        col: usize,
+        chunk: usize,
         column: &ColumnMeta,
         meta: &ChunkMeta,
         scratch: &mut Scratch,
     ) -> Result<(Values, Option<Validity>)> {
-        let payload = self.checked_payload(meta)?;
+        let payload = self.checked_payload(col, chunk, meta)?;
         let rows = meta.rows as usize;
         let (values_bytes, validity_bytes) = payload.split_at(meta.values_len as usize);
         let node = NodeView::parse(values_bytes)?;

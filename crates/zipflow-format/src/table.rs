@@ -371,11 +371,11 @@ fn encode_chunk(
         Choice::Text | Choice::Auto => {
             let text = matches!(plan, Choice::Text);
             // Chunks of one column are encoded in order, so the lock is never contended.
-            let selection = selector
+            selector
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .select(&values, text, select);
-            zipflow_select::encode_selection(&values, selection)?.1
+                .choose_and_encode(&values, text, select)?
+                .1
         }
     };
     let (values_bytes, plan) = serialise(&node)?;

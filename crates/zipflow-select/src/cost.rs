@@ -193,7 +193,10 @@ impl CostTable {
                 },
             };
             let per = |f: f64| shape.with_values(shape.values * f, shape.bytes * f);
-            let numbers = |s: Shape| Shape { strings: false, ..s };
+            let numbers = |s: Shape| Shape {
+                strings: false,
+                ..s
+            };
             let sub = match (plan.name.as_str(), slot.name) {
                 ("rle", _) => per(shape.runs),
                 (_, "values") | (_, "dict") => per(shape.distinct),

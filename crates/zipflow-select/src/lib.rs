@@ -107,12 +107,17 @@ pub fn sample(values: &Values) -> Values {
 /// Like [`sample`] with runs of `run` values. Byte strings and text use longer runs: their
 /// dictionaries only pay off over many values.
 pub fn sample_runs(values: &Values, run: usize) -> Values {
+    sample_spread(values, run, SAMPLE_RUNS)
+}
+
+/// `runs` runs of `run` consecutive values, evenly spread; small streams whole.
+pub(crate) fn sample_spread(values: &Values, run: usize, runs: usize) -> Values {
     let n = values.len();
-    if n <= run * SAMPLE_RUNS * 2 {
+    if n <= run * runs * 2 {
         return values.clone();
     }
-    let stride = n / SAMPLE_RUNS;
-    let parts: Vec<Values> = (0..SAMPLE_RUNS)
+    let stride = n / runs;
+    let parts: Vec<Values> = (0..runs)
         .map(|k| {
             let start = k * stride;
             values.slice(start, (start + run).min(n))

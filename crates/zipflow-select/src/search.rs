@@ -34,9 +34,10 @@ use crate::cost::{CostTable, Shape};
 /// Plans kept after the first round and refined.
 pub const BEAM: usize = 4;
 
-/// Read bandwidth assumed by [`Objective::Balanced`]: bytes per nanosecond (2 GB/s, a fast
-/// SSD or a busy network link).
-const BALANCED_BYTES_PER_NS: f64 = 2.0;
+/// Read bandwidth assumed by [`Objective::Balanced`]: bytes per nanosecond (0.5 GB/s, a disk
+/// or a network link): a plan may be larger than the smallest only where it decodes enough
+/// faster to make up for it at that speed.
+const BALANCED_BYTES_PER_NS: f64 = 0.5;
 
 /// Read bandwidth assumed by [`Objective::Fastest`]: data already in memory (32 GB/s).
 const FASTEST_BYTES_PER_NS: f64 = 32.0;
@@ -46,7 +47,7 @@ const FASTEST_BYTES_PER_NS: f64 = 32.0;
 pub enum Objective {
     /// The smallest estimated size; decode time breaks ties.
     Smallest,
-    /// The least time to read the bytes at 2 GB/s and decode them: small, unless a plan
+    /// The least time to read the bytes at 0.5 GB/s and decode them: small, unless a plan
     /// saves a few bytes at a large decode cost.
     #[default]
     Balanced,
@@ -181,7 +182,7 @@ impl Selection {
                     if o == Objective::Fastest {
                         "32 GB/s (memory)"
                     } else {
-                        "2 GB/s"
+                        "0.5 GB/s"
                     }
                 ),
             };
@@ -520,7 +521,7 @@ fn refine(
 
 /// Runs the cascade search on a sample of `values` (sampled as text if `text`).
 pub fn select(values: &Values, text: bool, options: &SelectOptions) -> Selection {
-    let sample = crate::sample_runs(values, crate::run_for(values, text));
+    let sample = search_sample(values, text);
     let mut scorer = Scorer::new(values, &sample, options);
     let f = family(values, text);
     if f == Family::Fixed {
@@ -528,7 +529,7 @@ pub fn select(values: &Values, text: bool, options: &SelectOptions) -> Selection
             scorer.score(&p);
         }
     } else {
-        let mut first: Vec<Candidate> = with_root(f, first_forms(options.depth))
+        let first: Vec<Candidate> = with_root(f, first_forms(options.depth))
             .iter()
             .filter_map(|p| scorer.score(p))
             .collect();
@@ -541,10 +542,29 @@ pub fn select(values: &Values, text: bool, options: &SelectOptions) -> Selection
         rank_by(&mut second, options.objective);
         second.dedup_by(|a, b| a.plan == b.plan);
         for root in second.into_iter().take(BEAM) {
-            refine(root, &mut scorer, options.depth, options.objective, usize::MAX);
+            refine(
+                root,
+                &mut scorer,
+                options.depth,
+                options.objective,
+                usize::MAX,
+            );
         }
     }
     finish(scorer, values, &sample, options.objective)
+}
+
+/// Runs of a numeric search sample: a quarter of [`crate::sample`]'s, since the cascade scores
+/// hundreds of plans on it.
+pub const SEARCH_RUNS: usize = 2;
+
+/// The sample plans are scored on: [`SEARCH_RUNS`] runs of 1024 values for numbers, the
+/// usual longer sample for byte strings and text.
+pub fn search_sample(values: &Values, text: bool) -> Values {
+    match family(values, text) {
+        Family::Fixed => crate::sample_runs(values, crate::run_for(values, text)),
+        _ => crate::sample_spread(values, zipflow_core::VECTOR_LEN, SEARCH_RUNS),
+    }
 }
 
 fn finish(scorer: Scorer<'_>, values: &Values, sample: &Values, objective: Objective) -> Selection {
@@ -560,7 +580,7 @@ fn finish(scorer: Scorer<'_>, values: &Values, sample: &Values, objective: Objec
 
 /// Scores every plan of the search space ([`space`]) on the same sample [`select`] uses.
 pub fn exhaustive(values: &Values, text: bool, options: &SelectOptions) -> Selection {
-    let sample = crate::sample_runs(values, crate::run_for(values, text));
+    let sample = search_sample(values, text);
     let mut scorer = Scorer::new(values, &sample, options);
     for p in space(values, text, options.depth) {
         scorer.score(&p);
@@ -574,23 +594,22 @@ pub fn within_depth(plan: &Plan, limit: usize) -> bool {
     depth(&expanded(plan)) <= limit
 }
 
-/// A per-column selector that remembers the previous chunk's best plans: consecutive chunks of
-/// a column look alike, so after a full search it re-scores only the [`KEEP`] best plans of the
-/// last full search, and searches again every [`REFRESH`] chunks or when the re-scored winner
-/// got more than [`DRIFT`] larger per value than when it was found.
+/// A per-column selector that carries the winning plan from chunk to chunk: consecutive
+/// chunks of a column look alike, so a chunk is first encoded with the previous winner, and the
+/// full search runs again only when that result grew more than [`DRIFT`] per value over the
+/// chunk the plan was found on, or every [`REFRESH`] chunks. Chunks must be given in order for
+/// the output to be deterministic.
 #[derive(Debug, Clone, Default)]
 pub struct ColumnSelector {
-    kept: Vec<Plan>,
+    winner: Option<Plan>,
     bytes_per_value: f64,
     since_full: usize,
 }
 
-/// Plans kept from a full search.
-pub const KEEP: usize = 3;
 /// Chunks between full searches.
-pub const REFRESH: usize = 16;
-/// Growth of the winner's size per value that triggers a full search.
-pub const DRIFT: f64 = 0.10;
+pub const REFRESH: usize = 256;
+/// Growth of the encoded size per value that triggers a full search.
+pub const DRIFT: f64 = 0.05;
 
 impl ColumnSelector {
     /// A selector with no history.
@@ -598,30 +617,31 @@ impl ColumnSelector {
         ColumnSelector::default()
     }
 
-    /// Chooses for the next chunk of the column.
-    pub fn select(&mut self, values: &Values, text: bool, options: &SelectOptions) -> Selection {
-        if !self.kept.is_empty() && self.since_full < REFRESH {
-            let sample = crate::sample_runs(values, crate::run_for(values, text));
-            let mut scorer = Scorer::new(values, &sample, options);
-            for p in &self.kept {
-                scorer.score(p);
-            }
-            let s = finish(scorer, values, &sample, options.objective);
-            if let Some(b) = s.best() {
-                let per_value = b.size as f64 / values.len().max(1) as f64;
-                if per_value <= self.bytes_per_value * (1.0 + DRIFT) + 1e-9 {
-                    self.since_full += 1;
-                    return s;
-                }
+    /// Chooses a plan for the next chunk of the column and encodes it. Returns whether a full
+    /// search ran.
+    pub fn choose_and_encode(
+        &mut self,
+        values: &Values,
+        text: bool,
+        options: &SelectOptions,
+    ) -> zipflow_core::Result<(Plan, zipflow_encodings::EncodedNode, bool)> {
+        let n = values.len().max(1) as f64;
+        if let Some(plan) = &self.winner
+            && self.since_full < REFRESH
+            && let Ok(node) = zipflow_encodings::encode(plan, values)
+        {
+            // A node's fixed overhead weighs more on a short (last) chunk: allow it.
+            let per_value = (node.size() as f64 - 256.0).max(0.0) / n;
+            if per_value <= self.bytes_per_value * (1.0 + DRIFT) {
+                self.since_full += 1;
+                return Ok((plan.clone(), node, false));
             }
         }
-        let s = select(values, text, options);
-        self.kept = s.ranked.iter().take(KEEP).map(|c| c.plan.clone()).collect();
-        self.bytes_per_value = s
-            .best()
-            .map_or(0.0, |b| b.size as f64 / values.len().max(1) as f64);
+        let (plan, node) = crate::encode_selection(values, select(values, text, options))?;
+        self.bytes_per_value = node.size() as f64 / n;
+        self.winner = Some(plan.clone());
         self.since_full = 0;
-        s
+        Ok((plan, node, true))
     }
 }
 

@@ -174,7 +174,35 @@ fn check_all(input: &Values) -> Result<(), TestCaseError> {
     for plan in plans_for(input.ptype()) {
         check(&plan, input)?;
     }
+    for plan in searched(input) {
+        check(&plan, input)?;
+    }
     Ok(())
+}
+
+/// The plans the cascade search picks for `input` under every objective: the search builds
+/// plans beyond the fixed candidate lists, so what it emits goes through the harness too.
+fn searched(input: &Values) -> Vec<Plan> {
+    use zipflow_select::{Objective, SelectOptions, search};
+    let mut out: Vec<Plan> = Vec::new();
+    for objective in [
+        Objective::Smallest,
+        Objective::Balanced,
+        Objective::Fastest,
+        Objective::MinDecodeGbs(8.0),
+    ] {
+        let options = SelectOptions {
+            objective,
+            ..SelectOptions::default()
+        };
+        let s = search::select(input, false, &options);
+        for c in s.ranked.into_iter().take(2) {
+            if !out.contains(&c.plan) {
+                out.push(c.plan);
+            }
+        }
+    }
+    out
 }
 
 fn ints_as<T: IntVecOf>(v: &[i64]) -> Values {

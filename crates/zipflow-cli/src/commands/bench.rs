@@ -88,8 +88,8 @@ pub fn run(a: Args) -> Result<()> {
         a.runs
     );
     println!(
-        "{:<6} {:>8} {:>12} {:>12} {:>14}",
-        "query", "threads", "median ms", "min ms", "rows/s"
+        "{:<6} {:>8} {:>12} {:>12} {:>14} {:>12}",
+        "query", "threads", "median ms", "min ms", "rows/s", "cpu ms/run"
     );
     for (qname, text) in [("Q1", tpch::q1(&name)), ("Q6", tpch::q6(&name))] {
         if !a.queries.iter().any(|x| x.eq_ignore_ascii_case(qname)) {
@@ -103,24 +103,44 @@ pub fn run(a: Args) -> Result<()> {
             };
             table.run(&q, &opts)?; // warm-up
             let mut times = Vec::with_capacity(a.runs);
+            let cpu_start = cpu_seconds();
             for _ in 0..a.runs {
                 let start = Instant::now();
                 std::hint::black_box(table.run(&q, &opts)?);
                 times.push(start.elapsed().as_secs_f64() * 1e3);
             }
+            let cpu = match (cpu_start, cpu_seconds()) {
+                (Some(s), Some(e)) => format!("{:.1}", (e - s) * 1e3 / a.runs as f64),
+                _ => "-".to_string(),
+            };
             times.sort_by(f64::total_cmp);
             let median = times[times.len() / 2];
             println!(
-                "{:<6} {:>8} {:>12.2} {:>12.2} {:>14.3e}",
+                "{:<6} {:>8} {:>12.2} {:>12.2} {:>14.3e} {:>12}",
                 qname,
                 threads,
                 median,
                 times[0],
-                table.file().num_rows() as f64 / (median / 1e3)
+                table.file().num_rows() as f64 / (median / 1e3),
+                cpu
             );
         }
     }
     Ok(())
+}
+
+/// CPU time (user + system, all threads) this process has used, from `/proc/self/stat`:
+/// unlike wall time it does not grow when other processes compete for the cores. `None`
+/// where `/proc` is missing.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    // Clock ticks are 1/100 s on Linux unless the kernel was built otherwise.
+    Some((utime + stime) / 100.0)
 }
 
 fn tempfile_dir() -> Result<PathBuf> {

@@ -26,6 +26,9 @@ pub struct Args {
     /// Leave out gzip, zstd and bzip2.
     #[arg(long)]
     pub no_external: bool,
+    /// Bytes per chunk (each chunk is encoded alone, as in a file).
+    #[arg(long, default_value_t = TEXT_CHUNK_BYTES)]
+    pub chunk_bytes: usize,
 }
 
 const DEFAULT_PLANS: &[&str] = &[
@@ -87,7 +90,8 @@ pub fn run(a: Args) -> Result<()> {
             .unwrap_or_default();
         eprintln!("{name}: {}", bytes(data.len() as u64));
         for (label, plan) in &plans {
-            match pool.install(|| measure(&data, plan.as_ref(), a.runs.max(1))) {
+            let chunk = a.chunk_bytes.clamp(1, TEXT_CHUNK_BYTES);
+            match pool.install(|| measure(&data, plan.as_ref(), a.runs.max(1), chunk)) {
                 Ok(m) => t.row(vec![
                     name.clone(),
                     format!("zipflow {label}"),
@@ -170,11 +174,11 @@ struct Measured {
     plan: String,
 }
 
-fn measure(data: &[u8], plan: Option<&Plan>, runs: usize) -> Result<Measured> {
+fn measure(data: &[u8], plan: Option<&Plan>, runs: usize, chunk: usize) -> Result<Measured> {
     let start = Instant::now();
     let mut trees = Vec::new();
     let mut plans = Vec::new();
-    for chunk in data.chunks(TEXT_CHUNK_BYTES) {
+    for chunk in data.chunks(chunk) {
         let values = Values::Int(IntVec::U8(chunk.to_vec()));
         let node = match plan {
             Some(p) => zipflow_encodings::encode(p, &values)?,

@@ -35,9 +35,29 @@ pub struct Args {
     /// CSV field delimiter.
     #[arg(long, default_value_t = ',')]
     pub delimiter: char,
+    /// What chosen plans optimise: smallest, balanced (size and decode speed) or fastest.
+    #[arg(long, default_value = "balanced", value_parser = ["smallest", "balanced", "fastest"])]
+    pub objective: String,
+    /// Choose the smallest plan whose estimated decode speed is at least this many GB/s
+    /// (overrides --objective).
+    #[arg(long, value_name = "GBS")]
+    pub min_decode_gbs: Option<f64>,
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// The selection options `--objective` and `--min-decode-gbs` ask for.
+pub fn select_options(objective: &str, min_gbs: Option<f64>) -> Result<zipflow_select::SelectOptions> {
+    let objective = match min_gbs {
+        Some(x) if x.is_finite() && x > 0.0 => zipflow_select::Objective::MinDecodeGbs(x),
+        Some(x) => bail!("--min-decode-gbs must be a positive number, got {x}"),
+        None => objective.parse()?,
+    };
+    Ok(zipflow_select::SelectOptions {
+        objective,
+        ..zipflow_select::SelectOptions::default()
+    })
 }
 
 /// Runs `zipflow compress`.
@@ -61,6 +81,7 @@ pub fn run(a: Args) -> Result<()> {
         chunk_rows: a.chunk_rows as usize,
         plans,
         overwrite: a.out.force,
+        select: select_options(&a.objective, a.min_decode_gbs)?,
         ..WriteOptions::default()
     };
     let start = Instant::now();

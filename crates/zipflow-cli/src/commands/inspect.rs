@@ -17,6 +17,36 @@ pub struct Args {
     /// Also list every chunk: rows, plan, size, min, max, nulls.
     #[arg(long)]
     pub chunks: bool,
+    /// Show, per column, the plans the selector considers for the first chunk (re-run on its
+    /// decoded values) and why the winner wins.
+    #[arg(long)]
+    pub explain: bool,
+    /// With --explain: the objective to explain (as `compress --objective`).
+    #[arg(long, default_value = "balanced", value_parser = ["smallest", "balanced", "fastest"])]
+    pub objective: String,
+    /// With --explain: as `compress --min-decode-gbs`.
+    #[arg(long, value_name = "GBS")]
+    pub min_decode_gbs: Option<f64>,
+}
+
+/// `--explain`: the selection re-run on each column's first chunk.
+fn explain(a: &Args, zf: &ZfFile, text: bool) -> Result<()> {
+    let options = super::compress::select_options(&a.objective, a.min_decode_gbs)?;
+    let mut scratch = zipflow_encodings::Scratch::default();
+    for (c, col) in zf.columns().iter().enumerate() {
+        if zf.num_chunks() == 0 {
+            break;
+        }
+        let (values, _) = zf.read_chunk(c, 0, &mut scratch)?;
+        let selection = zipflow_select::search::select(&values, text, &options);
+        println!(
+            "\ncolumn `{}`, chunk 0 (stored as {}):",
+            col.name,
+            zf.chunk_meta(c, 0).plan
+        );
+        print!("{}", selection.explain(8));
+    }
+    Ok(())
 }
 
 fn min_scalar(a: Option<Scalar>, b: Option<&Scalar>, less: bool) -> Option<Scalar> {
@@ -150,7 +180,8 @@ fn run_text(a: &Args, zf: &ZfFile) -> Result<()> {
 pub fn run(a: Args) -> Result<()> {
     let zf = ZfFile::open(&a.input)?;
     if zipflow_format::text::is_text(&zf) {
-        return run_text(&a, &zf);
+        run_text(&a, &zf)?;
+        return if a.explain { explain(&a, &zf, true) } else { Ok(()) };
     }
     let file_size = std::fs::metadata(&a.input).map(|m| m.len()).unwrap_or(0);
     println!(
@@ -238,6 +269,9 @@ pub fn run(a: Args) -> Result<()> {
             }
             print!("{}", t.render());
         }
+    }
+    if a.explain {
+        explain(&a, &zf, false)?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod bench_selection;
 pub mod bench_text;
 pub mod bench;
 pub mod compress;
