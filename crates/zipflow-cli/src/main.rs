@@ -38,15 +38,11 @@ enum Command {
     Tpch(commands::tpch::Args),
     /// Run a SQL query on a .zf file: SELECT ... FROM 'file.zf' WHERE ... GROUP BY ...
     Sql(commands::sql::Args),
-    /// Benchmarks: `zipflow bench tpch` runs TPC-H Q1 and Q6 at several thread counts.
+    /// Raster bands: compress uint16 GeoTIFF bands, fused NDVI aggregates on them.
+    Raster(commands::raster::Args),
+    /// Benchmark suites: tpch (Q1 and Q6), text (text plans beside gzip, zstd, bzip2),
+    /// selection (plan search against exhaustive search and Parquet).
     Bench(commands::bench::Args),
-    /// Text plans against gzip, zstd and bzip2 on the same files.
-    #[command(name = "bench-text", hide = true)]
-    BenchText(commands::bench_text::Args),
-    /// Plan selection: cascade search against exhaustive search, Parquet+zstd and snappy,
-    /// per TPC-H column; `--calibrate` measures the decode cost table.
-    #[command(name = "bench-selection", hide = true)]
-    BenchSelection(commands::bench_selection::Args),
 }
 
 fn main() -> ExitCode {
@@ -58,9 +54,8 @@ fn main() -> ExitCode {
         Command::Gpu(a) => commands::gpu::run(a),
         Command::Tpch(a) => commands::tpch::run(a),
         Command::Sql(a) => commands::sql::run(a),
+        Command::Raster(a) => commands::raster::run(a),
         Command::Bench(a) => commands::bench::run(a),
-        Command::BenchText(a) => commands::bench_text::run(a),
-        Command::BenchSelection(a) => commands::bench_selection::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

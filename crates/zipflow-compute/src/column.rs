@@ -324,20 +324,25 @@ impl PackedCol<'_> {
         with_words!(&self.words, U, w => {
             let r = U::from_u64_wrapping(self.reference);
             let k = idx.len();
-            let mut vals = [0 as U; BLOCK];
-            if self.width > 0 {
+            if self.width == 0 {
+                let zeros = [0 as U; 1];
+                for o in &mut out[..k] {
+                    widen(&zeros, r, self.ptype, std::slice::from_mut(o));
+                }
+            } else {
+                // Uninitialised scratch: zeroing a whole block per call would cost more than
+                // the few values gathered.
                 let mut tmp = [MaybeUninit::<U>::uninit(); BLOCK];
                 let per = BLOCK * self.width / U::BITS as usize;
                 let src = &w[b * per..(b + 1) * per];
                 // SAFETY: as in `with_block`; every index is below 1024 (positions within a
                 // block).
                 unsafe { U::unchecked_unpack_indices(self.width, src, idx, &mut tmp[..k]) };
-                for (v, t) in vals.iter_mut().zip(&tmp[..k]) {
-                    // SAFETY: `unchecked_unpack_indices` wrote the first `k` outputs.
-                    *v = unsafe { t.assume_init() };
-                }
+                // SAFETY: `unchecked_unpack_indices` wrote the first `k` outputs, and
+                // `MaybeUninit<U>` has the layout of `U`.
+                let vals = unsafe { std::slice::from_raw_parts(tmp.as_ptr().cast::<U>(), k) };
+                widen(vals, r, self.ptype, &mut out[..k]);
             }
-            widen(&vals[..k], r, self.ptype, &mut out[..k]);
         })
     }
 
@@ -885,4 +890,565 @@ fn floats(b: &mut Block, k: usize) -> &mut [f64] {
         }
         Block::Ints(_) => &mut [],
     }
+}
+
+/// A range predicate mapped into one chunk's packed domain, for [`ChunkColumn::range_bits`]:
+/// a packed word `x` passes when `x - l <= span` (wrapping).
+#[derive(Debug, Clone, Copy)]
+pub struct PackedRange {
+    l: u64,
+    span: u64,
+    /// No value of the chunk can pass.
+    empty: bool,
+    /// For dictionary codes: the dictionary's length, when the packed width can express a
+    /// code past it (every block is then checked).
+    dict_len: Option<usize>,
+    /// The fraction of the packed domain that passes, to evaluate selective predicates first.
+    pub selectivity: f64,
+}
+
+/// Fused unpack-and-compare kernels, one per packed word type. FastLanes stores value
+/// `index(row, lane) = FL_ORDER[row / 8] * 16 + (row % 8) * 128 + lane` of a vector as the
+/// `row`-th `width`-bit field of lane `lane`'s bit stream (words `packed[LANES * k + lane]`).
+/// One row of every lane is therefore a run of `LANES` consecutive values, starting at a
+/// multiple of `LANES`: unpacking a row across lanes (contiguous loads, vectorised) and
+/// comparing gives `LANES` bits of the logical-order bitmask at once, with no unpacked block
+/// in memory.
+macro_rules! fused_range_kernel {
+    ($name:ident, $t:ty) => {
+        /// `out` = the bitmask of `packed_value - l <= span` (wrapping) for the 1024 values of
+        /// one vector packed at `width` bits (`1 <= width <= T`, `packed.len() == LANES *
+        /// width`); returns whether some value exceeds `limit`.
+        #[inline(always)]
+        fn $name(
+            packed: &[$t],
+            width: usize,
+            l: $t,
+            span: $t,
+            limit: $t,
+            out: &mut [u64; 16],
+        ) -> bool {
+            const T: usize = <$t>::BITS as usize;
+            const LANES: usize = 1024 / T;
+            const PER: usize = if LANES < 64 { LANES } else { 64 };
+            let fmask: $t = if width >= T {
+                <$t>::MAX
+            } else {
+                ((1 as $t) << width) - 1
+            };
+            let mut bad = false;
+            *out = [0; 16];
+            #[inline(always)]
+            fn row_bits(
+                get: impl Fn(usize) -> $t,
+                l: $t,
+                span: $t,
+                limit: $t,
+                base: usize,
+                out: &mut [u64; 16],
+                bad: &mut bool,
+            ) {
+                let mut pos = base;
+                for c in 0..LANES / PER {
+                    let mut m = 0u64;
+                    let mut over = false;
+                    for j in 0..PER {
+                        let v = get(c * PER + j);
+                        m |= u64::from(v.wrapping_sub(l) <= span) << j;
+                        over |= v > limit;
+                    }
+                    out[pos / 64] |= m << (pos % 64);
+                    *bad |= over;
+                    pos += PER;
+                }
+            }
+            for row in 0..T {
+                let bit = row * width;
+                let (k, s) = (bit / T, bit % T);
+                let base = fastlanes::FL_ORDER[row / 8] * 16 + (row % 8) * 128;
+                let lo = &packed[k * LANES..(k + 1) * LANES];
+                if s + width > T {
+                    let hi = &packed[(k + 1) * LANES..(k + 2) * LANES];
+                    let r = T - s;
+                    row_bits(
+                        |i| ((lo[i] >> s) | (hi[i] << r)) & fmask,
+                        l,
+                        span,
+                        limit,
+                        base,
+                        out,
+                        &mut bad,
+                    );
+                } else {
+                    row_bits(
+                        |i| (lo[i] >> s) & fmask,
+                        l,
+                        span,
+                        limit,
+                        base,
+                        out,
+                        &mut bad,
+                    );
+                }
+            }
+            bad
+        }
+    };
+}
+
+fused_range_kernel!(fused_u8, u8);
+fused_range_kernel!(fused_u16, u16);
+fused_range_kernel!(fused_u32, u32);
+fused_range_kernel!(fused_u64, u64);
+
+/// Runs a portable fused kernel compiled for AVX2 when the CPU has it (AVX-512 CPUs use
+/// [`fused512`]).
+macro_rules! fused_dispatch {
+    ($kernel:ident, $t:ty, $packed:expr, $width:expr, $l:expr, $span:expr, $limit:expr, $out:expr) => {{
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        fn avx2(p: &[$t], w: usize, l: $t, s: $t, m: $t, o: &mut [u64; 16]) -> bool {
+            $kernel(p, w, l, s, m, o)
+        }
+        let (p, w, l, s, m, o) = ($packed, $width, $l, $span, $limit, $out);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                unsafe { avx2(p, w, l, s, m, o) }
+            } else {
+                $kernel(p, w, l, s, m, o)
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            $kernel(p, w, l, s, m, o)
+        }
+    }};
+}
+
+/// The fused kernels written with AVX-512 mask compares: a row of one vector is always two
+/// 512-bit registers (`LANES * T == 1024` bits), whose compares give `LANES` mask bits
+/// directly (the portable kernels leave LLVM to assemble those bits, which it does poorly).
+#[cfg(target_arch = "x86_64")]
+mod fused512 {
+    use std::arch::x86_64::*;
+
+    macro_rules! kernel {
+        ($name:ident, $t:ty, $splat:ident, $shr:ident, $shl:ident, $sub:ident, $le:ident, $gt:ident) => {
+            /// As the portable kernel of the same type.
+            #[target_feature(enable = "avx512f,avx512bw")]
+            pub(super) fn $name(
+                packed: &[$t],
+                width: usize,
+                l: $t,
+                span: $t,
+                limit: $t,
+                out: &mut [u64; 16],
+            ) -> bool {
+                const T: usize = <$t>::BITS as usize;
+                const LANES: usize = 1024 / T;
+                const V: usize = 512 / T;
+                let fmask: $t = if width >= T {
+                    <$t>::MAX
+                } else {
+                    ((1 as $t) << width) - 1
+                };
+                let (vl, vspan, vlim, vmask) =
+                    ($splat(l), $splat(span), $splat(limit), $splat(fmask));
+                let mut bad = 0u64;
+                // Without a code bound to check, skip that compare.
+                let check = limit != <$t>::MAX;
+                *out = [0; 16];
+                for row in 0..T {
+                    let bit = row * width;
+                    let (k, s) = (bit / T, bit % T);
+                    let base = fastlanes::FL_ORDER[row / 8] * 16 + (row % 8) * 128;
+                    let lo = &packed[k * LANES..(k + 1) * LANES];
+                    let spill = s + width > T;
+                    let hi = if spill {
+                        &packed[(k + 1) * LANES..(k + 2) * LANES]
+                    } else {
+                        lo
+                    };
+                    let mut m = [0u64; 2];
+                    for (h, m) in m.iter_mut().enumerate() {
+                        // SAFETY: `lo` and `hi` hold `LANES == 2 * V` values; this reads
+                        // values `h * V .. (h + 1) * V` of each (unaligned loads).
+                        let (a, b) = unsafe {
+                            (
+                                _mm512_loadu_si512(lo.as_ptr().add(h * V).cast()),
+                                _mm512_loadu_si512(hi.as_ptr().add(h * V).cast()),
+                            )
+                        };
+                        let mut v = $shr(a, s as u32);
+                        if spill {
+                            v = _mm512_or_si512(v, $shl(b, (T - s) as u32));
+                        }
+                        v = _mm512_and_si512(v, vmask);
+                        *m = $le($sub(v, vl), vspan);
+                        if check {
+                            bad |= $gt(v, vlim);
+                        }
+                    }
+                    if V == 64 {
+                        out[base / 64] |= m[0];
+                        out[base / 64 + 1] |= m[1];
+                    } else {
+                        out[base / 64] |= (m[0] | (m[1] << (V % 64))) << (base % 64);
+                    }
+                }
+                bad != 0
+            }
+        };
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn count(s: u32) -> __m128i {
+        _mm_cvtsi32_si128(s as i32)
+    }
+
+    macro_rules! ops {
+        ($t:ty, $splat:ident, $set1:ident, $st:ty, $shr:ident, $srl:ident, $shl:ident, $sll:ident,
+         $sub:ident, $vsub:ident, $le:ident, $cmple:ident, $gt:ident, $cmpgt:ident) => {
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw")]
+            fn $splat(x: $t) -> __m512i {
+                $set1(x as $st)
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw")]
+            fn $shr(a: __m512i, s: u32) -> __m512i {
+                $srl(a, count(s))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw")]
+            fn $shl(a: __m512i, s: u32) -> __m512i {
+                $sll(a, count(s))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw")]
+            fn $sub(a: __m512i, b: __m512i) -> __m512i {
+                $vsub(a, b)
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw")]
+            fn $le(a: __m512i, b: __m512i) -> u64 {
+                u64::from($cmple(a, b))
+            }
+            #[inline]
+            #[target_feature(enable = "avx512f,avx512bw")]
+            fn $gt(a: __m512i, b: __m512i) -> u64 {
+                u64::from($cmpgt(a, b))
+            }
+        };
+    }
+
+    ops!(
+        u64,
+        splat64,
+        _mm512_set1_epi64,
+        i64,
+        shr64,
+        _mm512_srl_epi64,
+        shl64,
+        _mm512_sll_epi64,
+        sub64,
+        _mm512_sub_epi64,
+        le64,
+        _mm512_cmple_epu64_mask,
+        gt64,
+        _mm512_cmpgt_epu64_mask
+    );
+    ops!(
+        u32,
+        splat32,
+        _mm512_set1_epi32,
+        i32,
+        shr32,
+        _mm512_srl_epi32,
+        shl32,
+        _mm512_sll_epi32,
+        sub32,
+        _mm512_sub_epi32,
+        le32,
+        _mm512_cmple_epu32_mask,
+        gt32,
+        _mm512_cmpgt_epu32_mask
+    );
+    ops!(
+        u16,
+        splat16,
+        _mm512_set1_epi16,
+        i16,
+        shr16,
+        _mm512_srl_epi16,
+        shl16,
+        _mm512_sll_epi16,
+        sub16,
+        _mm512_sub_epi16,
+        le16,
+        _mm512_cmple_epu16_mask,
+        gt16,
+        _mm512_cmpgt_epu16_mask
+    );
+
+    // Bytes: no 8-bit shifts, so shift 16-bit words and clear the bits that crossed bytes.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn splat8(x: u8) -> __m512i {
+        _mm512_set1_epi8(x as i8)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn shr8(a: __m512i, s: u32) -> __m512i {
+        _mm512_and_si512(_mm512_srl_epi16(a, count(s)), splat8(0xFF >> s))
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn shl8(a: __m512i, s: u32) -> __m512i {
+        _mm512_and_si512(_mm512_sll_epi16(a, count(s)), splat8((0xFFu32 << s) as u8))
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn sub8(a: __m512i, b: __m512i) -> __m512i {
+        _mm512_sub_epi8(a, b)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn le8(a: __m512i, b: __m512i) -> u64 {
+        _mm512_cmple_epu8_mask(a, b)
+    }
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn gt8(a: __m512i, b: __m512i) -> u64 {
+        _mm512_cmpgt_epu8_mask(a, b)
+    }
+
+    kernel!(fused_u8, u8, splat8, shr8, shl8, sub8, le8, gt8);
+    kernel!(fused_u16, u16, splat16, shr16, shl16, sub16, le16, gt16);
+    kernel!(fused_u32, u32, splat32, shr32, shl32, sub32, le32, gt32);
+    kernel!(fused_u64, u64, splat64, shr64, shl64, sub64, le64, gt64);
+
+    /// Whether the CPU runs these kernels.
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+    }
+}
+
+/// `bits` as one byte per value (`mask[i] = bit i`), for the first `n` values.
+pub fn bits_to_mask(bits: &[u64; 16], n: usize, mask: &mut [u8]) {
+    for (i, m) in mask[..n].iter_mut().enumerate() {
+        *m = ((bits[i / 64] >> (i % 64)) & 1) as u8;
+    }
+}
+
+impl ChunkColumn<'_> {
+    /// `lo <= v <= hi` mapped into this chunk's packed domain, or `None` when the chunk is not
+    /// packed (or is a dictionary whose passing codes are not one contiguous run): then
+    /// [`ChunkColumn::filter`] serves. `table` is the chunk's [`ChunkColumn::code_table`].
+    pub fn packed_range(&self, lo: i64, hi: i64, table: Option<&[u8]>) -> Option<PackedRange> {
+        match &self.source {
+            Source::Packed(p) => {
+                let base = p.exact_base?;
+                let top = if p.width == 0 {
+                    0
+                } else {
+                    (1i128 << p.width) - 1
+                };
+                let plo = (i128::from(lo) - base).max(0);
+                let phi = (i128::from(hi) - base).min(top);
+                let empty = plo > phi;
+                Some(PackedRange {
+                    l: if empty { 0 } else { plo as u64 },
+                    span: if empty { 0 } else { (phi - plo) as u64 },
+                    empty,
+                    dict_len: None,
+                    selectivity: if empty {
+                        0.0
+                    } else {
+                        (phi - plo + 1) as f64 / (top + 1) as f64
+                    },
+                })
+            }
+            Source::Dict {
+                codes,
+                values: DictValues::Ints(v),
+            } => {
+                let t = table?;
+                let check = codes.width >= 64 || (1u128 << codes.width) > v.len() as u128;
+                let dict_len = check.then_some(v.len());
+                let t = &t[..v.len().min(t.len())];
+                if !t.contains(&1) {
+                    return Some(PackedRange {
+                        l: 0,
+                        span: 0,
+                        empty: true,
+                        dict_len,
+                        selectivity: 0.0,
+                    });
+                }
+                let (l, h) = code_range(t)?;
+                Some(PackedRange {
+                    l,
+                    span: h - l,
+                    empty: false,
+                    dict_len,
+                    selectivity: (h - l + 1) as f64 / v.len().max(1) as f64,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// ANDs `r` for the `n` values of block `b` into the bitmask `bits` (bit `i % 64` of word
+    /// `i / 64` is value `i`); bits past `n` are cleared. `r` must come from this column's
+    /// [`ChunkColumn::packed_range`].
+    pub fn range_bits(
+        &self,
+        b: usize,
+        n: usize,
+        r: &PackedRange,
+        bits: &mut [u64; 16],
+    ) -> Result<()> {
+        let p = match &self.source {
+            Source::Packed(p) => p,
+            Source::Dict { codes, .. } => codes,
+            _ => return Err(Error::invalid("packed range on an unpacked column")),
+        };
+        let check = r.dict_len;
+        if r.empty && check.is_none() {
+            *bits = [0; 16];
+            return Ok(());
+        }
+        let (l, span) = (r.l, r.span);
+        let mut out = [0u64; 16];
+        let bad = if p.width == 0 {
+            // Every value is 0.
+            out = [if l == 0 { u64::MAX } else { 0 }; 16];
+            false
+        } else {
+            let limit = check.map_or(u64::MAX, |len| (len as u64).saturating_sub(1));
+            // Words of one vector: 1024 values at `width` bits.
+            let per = |bytes: usize| BLOCK * p.width / 8 / bytes;
+            macro_rules! go {
+                ($w:expr, $t:ty, $kernel:ident) => {{
+                    let per = per(size_of::<$t>());
+                    let src = &$w[b * per..(b + 1) * per];
+                    let limit = limit.min(<$t>::MAX as u64) as $t;
+                    #[cfg(target_arch = "x86_64")]
+                    if fused512::available() {
+                        // SAFETY: the CPU supports AVX-512F/BW (checked just above).
+                        unsafe {
+                            fused512::$kernel(src, p.width, l as $t, span as $t, limit, &mut out)
+                        }
+                    } else {
+                        fused_dispatch!(
+                            $kernel, $t, src, p.width, l as $t, span as $t, limit, &mut out
+                        )
+                    }
+                    #[cfg(not(target_arch = "x86_64"))]
+                    fused_dispatch!(
+                        $kernel, $t, src, p.width, l as $t, span as $t, limit, &mut out
+                    )
+                }};
+            }
+            match &p.words {
+                Words::U8(w) => go!(w, u8, fused_u8),
+                Words::U16(w) => go!(w, u16, fused_u16),
+                Words::U32(w) => go!(w, u32, fused_u32),
+                Words::U64(w) => go!(w, u64, fused_u64),
+            }
+        };
+        if check.is_some() && bad {
+            return Err(Error::corrupt(format!(
+                "dictionary code past the dictionary's {} entries",
+                check.unwrap_or(0)
+            )));
+        }
+        for (x, &o) in bits.iter_mut().zip(&out) {
+            *x &= o;
+        }
+        if n < BLOCK {
+            for (i, x) in bits.iter_mut().enumerate() {
+                let keep = n.saturating_sub(i * 64).min(64);
+                *x &= if keep == 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << keep) - 1
+                };
+            }
+        }
+        if r.empty {
+            *bits = [0; 16];
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    macro_rules! kernel_test {
+        ($test:ident, $t:ty, $kernel:ident) => {
+            #[test]
+            fn $test() {
+                const T: usize = <$t>::BITS as usize;
+                let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+                let mut next = || {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed
+                };
+                for width in 1..=T {
+                    let top = if width == T {
+                        u64::from(<$t>::MAX)
+                    } else {
+                        (1u64 << width) - 1
+                    };
+                    let values: Vec<$t> = (0..BLOCK).map(|_| (next() & top) as $t).collect();
+                    let mut packed = vec![0 as $t; BLOCK * width / T];
+                    // SAFETY: 1024 inputs, `1024 * width / T` outputs, width <= T.
+                    unsafe { <$t as BitPacking>::unchecked_pack(width, &values, &mut packed) };
+                    for _ in 0..4 {
+                        let (a, b) = ((next() & top) as $t, (next() & top) as $t);
+                        let (l, span) = (a.min(b), a.max(b) - a.min(b));
+                        let limit = (next() & top) as $t;
+                        let mut want = [0u64; 16];
+                        for (i, &v) in values.iter().enumerate() {
+                            if v.wrapping_sub(l) <= span {
+                                want[i / 64] |= 1 << (i % 64);
+                            }
+                        }
+                        let want_bad = values.iter().any(|&v| v > limit);
+                        let mut got = [0u64; 16];
+                        let bad = $kernel(&packed, width, l, span, limit, &mut got);
+                        assert_eq!((got, bad), (want, want_bad), "width {width}");
+                        let mut got = [0u64; 16];
+                        let out = &mut got;
+                        let bad = fused_dispatch!($kernel, $t, &packed, width, l, span, limit, out);
+                        assert_eq!((got, bad), (want, want_bad), "width {width}, dispatched");
+                        #[cfg(target_arch = "x86_64")]
+                        if fused512::available() {
+                            let mut got = [0u64; 16];
+                            // SAFETY: the CPU supports AVX-512F/BW (checked just above).
+                            let bad = unsafe {
+                                fused512::$kernel(&packed, width, l, span, limit, &mut got)
+                            };
+                            assert_eq!((got, bad), (want, want_bad), "width {width}, AVX-512");
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    kernel_test!(fused_u8_matches_brute_force, u8, fused_u8);
+    kernel_test!(fused_u16_matches_brute_force, u16, fused_u16);
+    kernel_test!(fused_u32_matches_brute_force, u32, fused_u32);
+    kernel_test!(fused_u64_matches_brute_force, u64, fused_u64);
 }

@@ -22,7 +22,9 @@
 
 pub mod column;
 pub mod expr;
+pub mod ndvi;
 pub mod query;
+pub mod raster;
 mod scan;
 pub mod sql;
 pub mod tpch;

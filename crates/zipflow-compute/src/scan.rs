@@ -20,7 +20,9 @@ use zipflow_core::{Error, IntVec, Result, Values};
 use zipflow_encodings::{NodeView, Scratch};
 use zipflow_format::{Validity, ZfFile};
 
-use crate::column::{BLOCK, Block, ChunkColumn, Predicate, StrView, ints_to_i64};
+use crate::column::{
+    BLOCK, Block, ChunkColumn, PackedRange, Predicate, StrView, bits_to_mask, ints_to_i64,
+};
 use crate::expr::{
     self, ArithOp, CmpOp, Expr, Row, SqlType, Value, div_round, make_integral, pow10,
 };
@@ -711,6 +713,46 @@ impl FastPlan {
         Ok(Some(FastPlan { preds, rest }))
     }
 
+    /// Applies the non-column conjuncts to `mask` (block `ev.b`, `ev.n` rows) and selects the
+    /// rows that pass: as positions in `ev.idx` when few pass (`ev.sparse`), else as the mask.
+    /// Returns how many pass, or `None` when none does.
+    fn mask_rows(&self, ev: &mut BlockEval<'_, '_>, mask: &mut [u8]) -> Result<Option<usize>> {
+        let n = ev.n;
+        ev.sparse = false;
+        for e in &self.rest {
+            let m = ev.eval_bool(e)?;
+            for (x, &y) in mask[..n].iter_mut().zip(&m) {
+                *x &= y;
+            }
+        }
+        let hits = mask[..n].iter().map(|&m| u32::from(m)).sum::<u32>() as usize;
+        if hits == 0 {
+            return Ok(None);
+        }
+        // Few hits: gather just those rows. Many: decode whole blocks and send the rows
+        // that failed the filter to the trash slot.
+        ev.sparse = hits * 4 < n;
+        ev.idx.clear();
+        if ev.sparse {
+            // Eight mask bytes at a time, skipping empty words.
+            let mut words = mask[..n].chunks_exact(8);
+            for (w, bytes) in (&mut words).enumerate() {
+                let mut word = u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]));
+                while word != 0 {
+                    ev.idx.push(w * 8 + (word.trailing_zeros() / 8) as usize);
+                    word &= word - 1;
+                }
+            }
+            let base = n - words.remainder().len();
+            for (i, &m) in words.remainder().iter().enumerate() {
+                if m != 0 {
+                    ev.idx.push(base + i);
+                }
+            }
+        }
+        Ok(Some(hits))
+    }
+
     fn chunk(&self, table: &Table, q: &Query, c: usize, scratch: &mut Scratch) -> Result<Groups> {
         let file = &table.file;
         let rows = file.try_chunk_meta(0, c)?.rows as usize;
@@ -882,15 +924,72 @@ impl FastPlan {
             n: 0,
             pool: Vec::new(),
         };
+        // When every column predicate is a range in its chunk's packed domain, blocks are
+        // filtered into a bitmask, the most selective predicate first.
+        let mut packed_preds: Option<Vec<(&ChunkColumn<'_>, PackedRange)>> = (!preds.is_empty())
+            .then(|| {
+                preds
+                    .iter()
+                    .zip(&tables)
+                    .map(|(p, t)| match p {
+                        ColPred::Range { col, lo, hi } => columns.get(col).and_then(|cc| {
+                            cc.packed_range(*lo, *hi, t.as_deref()).map(|r| (cc, r))
+                        }),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()
+            })
+            .flatten();
+        if let Some(pp) = &mut packed_preds {
+            pp.sort_by(|a, b| a.1.selectivity.total_cmp(&b.1.selectivity));
+        }
         let mut mask = vec![0u8; BLOCK];
         let mut tmp = Block::Ints(Vec::with_capacity(BLOCK));
         let mut sel_g: Vec<u32> = Vec::with_capacity(BLOCK);
         for b in 0..rows.div_ceil(BLOCK) {
             let start = b * BLOCK;
             let n = BLOCK.min(rows - start);
-            mask[..n].fill(1);
+            ev.b = b;
+            ev.n = n;
+            ev.sparse = false;
+            ev.idx.clear();
+            // Rows that pass, when the bitmask path already found them.
+            let mut direct = None;
+            if let Some(pp) = &packed_preds {
+                let mut bits = [u64::MAX; 16];
+                for (cc, r) in pp {
+                    cc.range_bits(b, n, r, &mut bits)?;
+                    if bits.iter().all(|&w| w == 0) {
+                        break;
+                    }
+                }
+                let h = bits.iter().map(|w| w.count_ones()).sum::<u32>() as usize;
+                if h == 0 {
+                    continue;
+                }
+                if self.rest.is_empty() && h * 4 < n {
+                    for (w, &word) in bits.iter().enumerate() {
+                        let mut word = word;
+                        while word != 0 {
+                            ev.idx.push(w * 64 + word.trailing_zeros() as usize);
+                            word &= word - 1;
+                        }
+                    }
+                    ev.sparse = true;
+                    direct = Some(h);
+                } else {
+                    bits_to_mask(&bits, n, &mut mask);
+                }
+            } else {
+                mask[..n].fill(1);
+            }
             let mut any = true;
-            for ((p, sm), table) in preds.iter().zip(&string_masks).zip(&tables) {
+            let byte_preds = if packed_preds.is_some() {
+                &[][..]
+            } else {
+                &preds[..]
+            };
+            for ((p, sm), table) in byte_preds.iter().zip(&string_masks).zip(&tables) {
                 let table = table.as_deref();
                 let col = match p {
                     ColPred::Range { col, .. }
@@ -937,40 +1036,15 @@ impl FastPlan {
             if !any {
                 continue;
             }
-            ev.b = b;
-            ev.n = n;
-            ev.sparse = false;
-            for e in &self.rest {
-                let m = ev.eval_bool(e)?;
-                for (x, &y) in mask[..n].iter_mut().zip(&m) {
-                    *x &= y;
+            let hits = match direct {
+                Some(h) => h,
+                None => {
+                    let Some(h) = self.mask_rows(&mut ev, &mut mask)? else {
+                        continue;
+                    };
+                    h
                 }
-            }
-            let hits = mask[..n].iter().map(|&m| u32::from(m)).sum::<u32>() as usize;
-            if hits == 0 {
-                continue;
-            }
-            // Few hits: gather just those rows. Many: decode whole blocks and send the rows
-            // that failed the filter to the trash slot.
-            ev.sparse = hits * 4 < n;
-            ev.idx.clear();
-            if ev.sparse {
-                // Eight mask bytes at a time, skipping empty words.
-                let mut words = mask[..n].chunks_exact(8);
-                for (w, bytes) in (&mut words).enumerate() {
-                    let mut word = u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8]));
-                    while word != 0 {
-                        ev.idx.push(w * 8 + (word.trailing_zeros() / 8) as usize);
-                        word &= word - 1;
-                    }
-                }
-                let base = n - words.remainder().len();
-                for (i, &m) in words.remainder().iter().enumerate() {
-                    if m != 0 {
-                        ev.idx.push(base + i);
-                    }
-                }
-            }
+            };
             sel_g.clear();
             let k = ev.len();
             if let Some(g) = &gids {

@@ -69,8 +69,9 @@ pub const WIDTH_SWITCH: Switch = Switch {
 ///
 /// ```
 /// use zipflow_encodings::blockpack::{Switch, shortest_path};
-/// let costs = [10, 0, 0, 10, 10, 0];
-/// let sw = Switch { first: 1, stay: 1, change: 3 };
+/// // Option 0 is cheaper in the middle block, but not by the two changes it would take.
+/// let costs = [10, 0, 4, 10, 10, 0];
+/// let sw = Switch { first: 1, stay: 1, change: 6 };
 /// assert_eq!(shortest_path(&costs, 2, sw), (1 + 0 + 1 + 0 + 1 + 10, vec![1, 1, 1]));
 /// ```
 pub fn shortest_path(costs: &[u64], noptions: usize, switch: Switch) -> (u64, Vec<u8>) {

@@ -211,7 +211,11 @@ pub fn expand(codes: &[u32], dict: &ByteStrings, len: usize, out: &mut Vec<u8>) 
         // dictionary data (0 for the sentinel) and `padded` has `SLOT` bytes after it; `pos <=
         // len` (checked just above) and the output allocation holds `len + SLOT` bytes.
         unsafe {
-            std::ptr::copy_nonoverlapping(src.add(off), dst.add(pos), SLOT);
+            // Most tokens fit 16 bytes: one load and one store; longer ones take a second.
+            std::ptr::copy_nonoverlapping(src.add(off), dst.add(pos), 16);
+            if l > 16 {
+                std::ptr::copy_nonoverlapping(src.add(off + 16), dst.add(pos + 16), 16);
+            }
         }
         pos += l;
     }

@@ -6,7 +6,7 @@
 //! [`calibrate`]: each primitive is decoded on synthetic data inside a small plan, and the
 //! cost of the plan's other nodes (measured first) is subtracted. A table measured on the
 //! development machine is compiled in ([`CostTable::default`], `src/costs.txt`);
-//! `zipflow bench-selection --calibrate` measures the machine it runs on and prints a table in
+//! `zipflow bench selection --calibrate` measures the machine it runs on and prints a table in
 //! the same format, which [`CostTable::parse`] reads.
 //!
 //! A plan's decode time ([`CostTable::decode_ns`]) sums its nodes' costs over the values each

@@ -8,8 +8,8 @@
 //! ```
 //! use zipflow_select::dp::{Switch, shortest_path};
 //! // Two options over three blocks: staying on option 1 beats paying for two changes.
-//! let costs = [10, 0, 0, 10, 10, 0];
-//! let sw = Switch { first: 1, stay: 1, change: 3 };
+//! let costs = [10, 0, 4, 10, 10, 0];
+//! let sw = Switch { first: 1, stay: 1, change: 6 };
 //! assert_eq!(shortest_path(&costs, 2, sw).1, vec![1, 1, 1]);
 //! ```
 

@@ -19,7 +19,7 @@
 //! Sizes add up over children, so refining one slot at a time finds the best plan whenever
 //! the slots' best choices do not depend on each other, which is what sizes of independent
 //! child streams do; [`exhaustive`] scores every plan of the space to check it (and is what
-//! `zipflow bench-selection` compares against).
+//! `zipflow bench selection` compares against).
 //!
 //! Each candidate is scored by [`Objective`]: its estimated size (from the encodings'
 //! `estimate`) and its estimated decode time (from the [`CostTable`]).
@@ -126,7 +126,7 @@ pub struct Selection {
     pub ranked: Vec<Candidate>,
     /// How many plans were scored.
     pub evaluated: usize,
-    /// Values in the stream and in the sample the sizes were estimated on.
+    /// Values in the stream.
     pub values: usize,
     /// Values in the sample.
     pub sampled: usize,

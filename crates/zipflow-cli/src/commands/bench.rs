@@ -1,4 +1,5 @@
-//! `zipflow bench tpch`: TPC-H Q1 and Q6 on a lineitem .zf, at several thread counts.
+//! `zipflow bench`: the benchmark suites. `tpch` (TPC-H Q1 and Q6 on a lineitem .zf, at several
+//! thread counts) lives here; the others in their own modules.
 
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
@@ -9,8 +10,41 @@ use zipflow_format::{TableWriter, WriteOptions};
 /// Arguments of `zipflow bench`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The suite to run (only `tpch` exists).
-    pub suite: String,
+    /// The suite to run.
+    #[command(subcommand)]
+    pub suite: Suite,
+}
+
+/// The benchmark suites.
+#[derive(clap::Subcommand, Debug)]
+pub enum Suite {
+    /// TPC-H Q1 and Q6 on lineitem through the scan, at several thread counts.
+    Tpch(TpchArgs),
+    /// Text plans against gzip, zstd and bzip2 on the same files (Silesia by default).
+    Text(super::bench_text::Args),
+    /// Plan selection: cascade search against exhaustive search, Parquet+zstd and snappy, per
+    /// TPC-H column; `--calibrate` measures the decode cost table.
+    Selection(super::bench_selection::Args),
+    /// Fused NDVI on compressed raster bands vs the same kernels on plain bands.
+    Ndvi(super::raster::BenchNdviArgs),
+    /// Fused SUM over a bit-packed u32 column vs plain, at bit widths 1..32.
+    SumCurve(super::raster::SumCurveArgs),
+}
+
+/// Runs `zipflow bench`.
+pub fn run(a: Args) -> Result<()> {
+    match a.suite {
+        Suite::Tpch(a) => run_tpch(a),
+        Suite::Text(a) => super::bench_text::run(a),
+        Suite::Selection(a) => super::bench_selection::run(a),
+        Suite::Ndvi(a) => super::raster::bench_ndvi(a),
+        Suite::SumCurve(a) => super::raster::bench_sum_curve(a),
+    }
+}
+
+/// Arguments of `zipflow bench tpch`.
+#[derive(clap::Args, Debug)]
+pub struct TpchArgs {
     /// TPC-H scale factor of the generated lineitem table.
     #[arg(long, default_value_t = 1.0)]
     pub sf: f64,
@@ -32,11 +66,8 @@ pub struct Args {
     pub runs: usize,
 }
 
-/// Runs the command.
-pub fn run(a: Args) -> Result<()> {
-    if a.suite != "tpch" {
-        bail!("unknown benchmark suite `{}` (available: tpch)", a.suite);
-    }
+/// Runs `zipflow bench tpch`.
+fn run_tpch(a: TpchArgs) -> Result<()> {
     if a.runs == 0 {
         bail!("--runs must be at least 1");
     }

@@ -1,4 +1,4 @@
-//! `zipflow bench-selection`: how good and how fast plan selection is, per column of TPC-H
+//! `zipflow bench selection`: how good and how fast plan selection is, per column of TPC-H
 //! lineitem and orders (generated in process).
 //!
 //! For a few chunks of every column, evenly spread: the cascade search under each objective
@@ -27,7 +27,7 @@ use tpchgen_arrow::{LineItemArrow, OrderArrow};
 use zipflow_core::{Plan, Values};
 use zipflow_select::{ColumnSelector, Objective, SelectOptions, search};
 
-/// Arguments of `zipflow bench-selection`.
+/// Arguments of `zipflow bench selection`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// TPC-H scale factor.
@@ -54,7 +54,7 @@ pub struct Args {
     pub write: Option<PathBuf>,
 }
 
-/// Runs `zipflow bench-selection`.
+/// Runs `zipflow bench selection`.
 pub fn run(a: Args) -> Result<()> {
     if a.calibrate {
         let t = zipflow_select::cost::calibrate(15)?;

@@ -48,7 +48,10 @@ pub struct Args {
 }
 
 /// The selection options `--objective` and `--min-decode-gbs` ask for.
-pub fn select_options(objective: &str, min_gbs: Option<f64>) -> Result<zipflow_select::SelectOptions> {
+pub fn select_options(
+    objective: &str,
+    min_gbs: Option<f64>,
+) -> Result<zipflow_select::SelectOptions> {
     let objective = match min_gbs {
         Some(x) if x.is_finite() && x > 0.0 => zipflow_select::Objective::MinDecodeGbs(x),
         Some(x) => bail!("--min-decode-gbs must be a positive number, got {x}"),

@@ -181,7 +181,11 @@ pub fn run(a: Args) -> Result<()> {
     let zf = ZfFile::open(&a.input)?;
     if zipflow_format::text::is_text(&zf) {
         run_text(&a, &zf)?;
-        return if a.explain { explain(&a, &zf, true) } else { Ok(()) };
+        return if a.explain {
+            explain(&a, &zf, true)
+        } else {
+            Ok(())
+        };
     }
     let file_size = std::fs::metadata(&a.input).map(|m| m.len()).unwrap_or(0);
     println!(

@@ -7,6 +7,7 @@ pub mod compress;
 pub mod decompress;
 pub mod gpu;
 pub mod inspect;
+pub mod raster;
 pub mod sql;
 pub mod tpch;
 

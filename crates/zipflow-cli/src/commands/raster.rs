@@ -1,0 +1,464 @@
+//! `zipflow raster`: uint16 GeoTIFF bands to .zf and fused NDVI on them; and the benchmark
+//! suites `zipflow bench ndvi` and `zipflow bench sum-curve`.
+
+use anyhow::{Context, Result, bail};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use zipflow_compute::ndvi::{self, Answer, Op, Threshold};
+use zipflow_compute::raster::{self, Band, Raster};
+use zipflow_core::Plan;
+use zipflow_encodings::bitpack;
+
+/// Arguments of `zipflow raster`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// What to do.
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+/// The raster commands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Cmd {
+    /// Compress a single-band uint16 TIFF into a .zf file (one u16 column `value`, row-major,
+    /// width and height in the schema metadata).
+    Compress(CompressArgs),
+    /// Aggregate NDVI = (NIR - Red) / (NIR + Red) over two bands, fused on the compressed data.
+    Ndvi(NdviArgs),
+}
+
+/// Arguments of `zipflow raster compress`.
+#[derive(clap::Args, Debug)]
+pub struct CompressArgs {
+    /// The TIFF band.
+    pub input: PathBuf,
+    /// The .zf file to write.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Plan of every chunk: `bitpack`, `for | bitpack` and `for | patch | bitpack` are read
+    /// fused; any other plan works but is decoded chunk by chunk.
+    #[arg(long, default_value = "for | bitpack")]
+    pub plan: String,
+    /// Replace an existing output file.
+    #[arg(short, long)]
+    pub force: bool,
+}
+
+/// Arguments of `zipflow raster ndvi`.
+#[derive(clap::Args, Debug)]
+pub struct NdviArgs {
+    /// The near-infrared band (.zf).
+    #[arg(long)]
+    pub nir: PathBuf,
+    /// The red band (.zf).
+    #[arg(long)]
+    pub red: PathBuf,
+    /// sum (exact f32 division), sum-recip, sum-newton, count (NDVI > --t), sum-nr (SUM(N+R)).
+    #[arg(long, default_value = "sum")]
+    pub op: String,
+    /// Threshold of `count`: a decimal with at most 4 fractional digits.
+    #[arg(long)]
+    pub t: Option<String>,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Also decode both bands and compute the f64 reference.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Runs `zipflow raster`.
+pub fn run(a: Args) -> Result<()> {
+    match a.cmd {
+        Cmd::Compress(a) => compress(a),
+        Cmd::Ndvi(a) => ndvi_cmd(a),
+    }
+}
+
+fn compress(a: CompressArgs) -> Result<()> {
+    let plan: Plan = a.plan.parse().context("--plan")?;
+    let start = Instant::now();
+    let band = raster::read_tiff(&a.input)?;
+    let summary = raster::write_zf(&band, &a.output, Some(plan), a.force)?;
+    let plain = band.pixels.len() as u64 * 2;
+    let col = summary.columns.first();
+    let compressed = col.map_or(summary.bytes, |c| c.compressed_bytes);
+    println!(
+        "{} x {} pixels, {plain} B plain -> {} B file ({compressed} B of chunks), ratio {:.3}, \
+         plan {}, {:.2} s",
+        band.width,
+        band.height,
+        summary.bytes,
+        plain as f64 / compressed as f64,
+        col.map_or("-".to_string(), |c| c.plan_summary()),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn ndvi_cmd(a: NdviArgs) -> Result<()> {
+    let op = Op::parse(&a.op, a.t.as_deref())?;
+    let nir = Band::open(&a.nir)?;
+    let red = Band::open(&a.red)?;
+    let pool = ndvi::pool(a.threads)?;
+    let start = Instant::now();
+    let answer = ndvi::fused(op, &nir, &red, &pool)?;
+    let secs = start.elapsed().as_secs_f64();
+    let what = match op {
+        Op::Count(t) => format!("count(ndvi > {t})"),
+        Op::SumNr => "sum(nir + red)".to_string(),
+        _ => format!("{}(ndvi)", op.name()),
+    };
+    println!(
+        "{what} = {answer}    ({} pixels, {:.2} ms, {:.2} Gpixel/s)",
+        nir.pixels(),
+        secs * 1e3,
+        nir.pixels() as f64 / secs / 1e9
+    );
+    if a.check {
+        let (n, r) = (nir.decode()?, red.decode()?);
+        println!(
+            "reference (decoded bands, f64) = {}",
+            ndvi::reference(op, &n.pixels, &r.pixels)?
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// zipflow bench ndvi
+
+/// Arguments of `zipflow bench ndvi`.
+#[derive(clap::Args, Debug)]
+pub struct BenchNdviArgs {
+    /// The NIR band (TIFF).
+    #[arg(long, default_value = "/work/shared/data/raster/sentinel2_B08_nir.tif")]
+    pub nir: PathBuf,
+    /// The red band (TIFF).
+    #[arg(long, default_value = "/work/shared/data/raster/sentinel2_B04_red.tif")]
+    pub red: PathBuf,
+    /// Plans compared on the untiled scene.
+    #[arg(
+        long,
+        default_values_t = ["bitpack".to_string(), "for | bitpack".to_string(),
+            "for | patch | bitpack".to_string()]
+    )]
+    pub plans: Vec<String>,
+    /// Plan of the DRAM-sized (tiled) bands.
+    #[arg(long, default_value = "for | patch | bitpack")]
+    pub dram_plan: String,
+    /// Plain bytes per band of the tiled scene, in MiB (0: skip the DRAM-sized case).
+    #[arg(long, default_value_t = 1024)]
+    pub dram_mib: u64,
+    /// Thread counts.
+    #[arg(long, default_values_t = [1usize, 2])]
+    pub threads: Vec<usize>,
+    /// Timed runs per case (after one warm-up); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Folder for the compressed bands (default: a temporary folder).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Threshold of the count op.
+    #[arg(long, default_value = "0.3")]
+    pub t: String,
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".to_string())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Times `a` and `b` alternately (`runs` times each, after one warm-up of each); medians in s.
+fn side_by_side<A, B>(
+    runs: usize,
+    mut a: impl FnMut() -> A,
+    mut b: impl FnMut() -> B,
+) -> (f64, f64, A, B) {
+    let mut ra = a();
+    let mut rb = b();
+    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let s = Instant::now();
+        ra = std::hint::black_box(a());
+        ta.push(s.elapsed().as_secs_f64());
+        let s = Instant::now();
+        rb = std::hint::black_box(b());
+        tb.push(s.elapsed().as_secs_f64());
+    }
+    (median(ta), median(tb), ra, rb)
+}
+
+fn agrees(a: Answer, b: Answer, pixels: u64) -> bool {
+    match (a, b) {
+        (Answer::Sum(x), Answer::Sum(y)) => (x - y).abs() <= 1e-3 * pixels as f64,
+        _ => a == b,
+    }
+}
+
+struct Scene<'a> {
+    name: &'a str,
+    nir: &'a Raster,
+    red: &'a Raster,
+}
+
+fn bench_scene(
+    a: &BenchNdviArgs,
+    dir: &Path,
+    scene: &Scene<'_>,
+    plans: &[String],
+    ops: &[Op],
+) -> Result<()> {
+    let pixels = scene.nir.pixels.len() as u64;
+    for (p, plan_text) in plans.iter().enumerate() {
+        let plan: Plan = plan_text
+            .parse()
+            .with_context(|| format!("plan `{plan_text}`"))?;
+        let np = dir.join(format!("{}-{p}-nir.zf", scene.name));
+        let rp = dir.join(format!("{}-{p}-red.zf", scene.name));
+        let start = Instant::now();
+        let ns = raster::write_zf(scene.nir, &np, Some(plan.clone()), true)?;
+        let rs = raster::write_zf(scene.red, &rp, Some(plan), true)?;
+        let enc = start.elapsed().as_secs_f64();
+        let cbytes = |s: &zipflow_format::FileSummary| {
+            s.columns.first().map_or(s.bytes, |c| c.compressed_bytes)
+        };
+        let (nc, rc) = (cbytes(&ns), cbytes(&rs));
+        println!(
+            "\n{} ({} x {}, {:.1} MiB per band plain), plan `{plan_text}`: NIR ratio {:.3}, \
+             red ratio {:.3}, both {:.3} ({:.2} bits/pixel); encoded in {enc:.1} s; load {}",
+            scene.name,
+            scene.nir.width,
+            scene.nir.height,
+            pixels as f64 * 2.0 / (1 << 20) as f64,
+            pixels as f64 * 2.0 / nc as f64,
+            pixels as f64 * 2.0 / rc as f64,
+            pixels as f64 * 4.0 / (nc + rc) as f64,
+            (nc + rc) as f64 * 8.0 / pixels as f64 / 2.0,
+            load_average()
+        );
+        let (nb, rb) = (Band::open(&np)?, Band::open(&rp)?);
+        println!(
+            "{:<11} {:>3} {:>11} {:>11} {:>8} {:>11} {:>11}  check",
+            "op", "thr", "plain ms", "fused ms", "speedup", "plain Gpx/s", "fused Gpx/s"
+        );
+        for &threads in &a.threads {
+            let pool = ndvi::pool(threads)?;
+            for &op in ops {
+                let (tp, tf, rp_, rf) = side_by_side(
+                    a.runs,
+                    || ndvi::plain(op, &scene.nir.pixels, &scene.red.pixels, &pool),
+                    || ndvi::fused(op, &nb, &rb, &pool),
+                );
+                let (rp_, rf) = (rp_?, rf?);
+                println!(
+                    "{:<11} {threads:>3} {:>11.2} {:>11.2} {:>7.2}x {:>11.2} {:>11.2}  {}",
+                    op.name(),
+                    tp * 1e3,
+                    tf * 1e3,
+                    tp / tf,
+                    pixels as f64 / tp / 1e9,
+                    pixels as f64 / tf / 1e9,
+                    if agrees(rp_, rf, pixels) {
+                        format!("ok ({rf})")
+                    } else {
+                        format!("MISMATCH plain {rp_} fused {rf}")
+                    }
+                );
+            }
+        }
+        drop((nb, rb));
+        let _ = std::fs::remove_file(&np);
+        let _ = std::fs::remove_file(&rp);
+    }
+    Ok(())
+}
+
+/// Runs `zipflow bench ndvi`.
+pub fn bench_ndvi(a: BenchNdviArgs) -> Result<()> {
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let tmp;
+    let dir = match &a.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = TempDir::new()?;
+            tmp.0.clone()
+        }
+    };
+    let t = Threshold::parse(&a.t)?;
+    let ops = [
+        Op::Sum,
+        Op::SumRecip,
+        Op::SumNewton,
+        Op::Count(t),
+        Op::SumNr,
+    ];
+    let nir = raster::read_tiff(&a.nir)?;
+    let red = raster::read_tiff(&a.red)?;
+    if (nir.width, nir.height) != (red.width, red.height) {
+        bail!("the bands differ in size");
+    }
+    println!(
+        "NDVI: fused on .zf bands vs the same kernels on plain u16 bands in memory; medians of \
+         {} runs; load average at start {}",
+        a.runs,
+        load_average()
+    );
+    let scene = Scene {
+        name: "scene",
+        nir: &nir,
+        red: &red,
+    };
+    bench_scene(&a, &dir, &scene, &a.plans, &ops)?;
+    if a.dram_mib > 0 {
+        let per_copy = nir.pixels.len() as u64 * 2;
+        let copies = (a.dram_mib << 20).div_ceil(per_copy);
+        let copies = u32::try_from(copies).context("--dram-mib is too large")?;
+        let (tn, tr) = (nir.tile_vertically(copies)?, red.tile_vertically(copies)?);
+        drop((nir, red));
+        let tiled = Scene {
+            name: "tiled",
+            nir: &tn,
+            red: &tr,
+        };
+        bench_scene(&a, &dir, &tiled, std::slice::from_ref(&a.dram_plan), &ops)?;
+    }
+    println!("load average at end {}", load_average());
+    Ok(())
+}
+
+/// A temporary folder removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir> {
+        let base = std::env::temp_dir().join(format!("zipflow-bench-ndvi-{}", std::process::id()));
+        std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+        Ok(TempDir(base))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// zipflow bench sum-curve
+
+/// Arguments of `zipflow bench sum-curve`.
+#[derive(clap::Args, Debug)]
+pub struct SumCurveArgs {
+    /// Values in the column, in Mi (256 Mi u32 = 1 GiB plain).
+    #[arg(long, default_value_t = 256)]
+    pub mi_values: usize,
+    /// Bit widths (default 1..=32).
+    #[arg(long, value_delimiter = ',')]
+    pub widths: Vec<u32>,
+    /// Thread counts.
+    #[arg(long, default_values_t = [1usize, 2])]
+    pub threads: Vec<usize>,
+    /// Timed runs per case (after one warm-up); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+}
+
+/// Fills `out` with seeded pseudo-random values of `width` bits, in parallel.
+fn random_values(out: &mut [u32], width: u32) {
+    let mask = if width >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << width) - 1
+    };
+    out.par_chunks_mut(1 << 16).enumerate().for_each(|(i, c)| {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ ((i as u64 + 1) << 20) ^ u64::from(width);
+        for v in c {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *v = (x >> 17) as u32 & mask;
+        }
+    });
+}
+
+/// Runs `zipflow bench sum-curve`.
+pub fn bench_sum_curve(a: SumCurveArgs) -> Result<()> {
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let len = a.mi_values << 20;
+    let widths: Vec<u32> = if a.widths.is_empty() {
+        (1..=32).collect()
+    } else {
+        a.widths.clone()
+    };
+    println!(
+        "SUM over {} Mi u32 values ({:.2} GiB plain): fused over bit-packed words vs plain; \
+         medians of {} runs; load average at start {}",
+        a.mi_values,
+        len as f64 * 4.0 / (1u64 << 30) as f64,
+        a.runs,
+        load_average()
+    );
+    println!(
+        "{:>5} {:>3} {:>10} {:>10} {:>8} {:>11} {:>11} {:>11}",
+        "width",
+        "thr",
+        "plain ms",
+        "packed ms",
+        "speedup",
+        "plain GB/s",
+        "packed Gv/s",
+        "plain Gv/s"
+    );
+    let pools = a
+        .threads
+        .iter()
+        .map(|&t| ndvi::pool(t).map(|p| (t, p)))
+        .collect::<zipflow_core::Result<Vec<_>>>()?;
+    let mut values = vec![0u32; len];
+    for &w in &widths {
+        if w == 0 || w > 32 {
+            bail!("width {w} is outside 1..=32");
+        }
+        random_values(&mut values, w);
+        let words = bitpack::pack(&values, w);
+        let expected: u64 = values.par_iter().map(|&v| u64::from(v)).sum();
+        for (t, pool) in &pools {
+            let (tp, tf, sp, sf) = side_by_side(
+                a.runs,
+                || ndvi::plain_sum(&values, pool),
+                || ndvi::packed_sum(&words, w, pool),
+            );
+            let sf = sf?;
+            if sp != expected || sf != expected {
+                bail!("width {w}: sums differ: expected {expected}, plain {sp}, packed {sf}");
+            }
+            println!(
+                "{w:>5} {t:>3} {:>10.2} {:>10.2} {:>7.2}x {:>11.2} {:>11.2} {:>11.2}",
+                tp * 1e3,
+                tf * 1e3,
+                tp / tf,
+                len as f64 * 4.0 / tp / 1e9,
+                len as f64 / tf / 1e9,
+                len as f64 / tp / 1e9,
+            );
+        }
+    }
+    println!("load average at end {}", load_average());
+    Ok(())
+}
