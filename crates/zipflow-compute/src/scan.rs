@@ -7,9 +7,10 @@
 //!   column the query reads, and queries using a construct the fast path lacks, take it;
 //! - the **fast** path works on 1024-value blocks: zone maps skip the chunk (or drop a
 //!   conjunct that holds for the whole chunk), column predicates are evaluated in the encoded
-//!   domain into a byte mask, the surviving rows become a selection, and only then are the
-//!   aggregate arguments decoded (gathered one by one when few rows survive) and folded into
-//!   per-chunk accumulators indexed by dense group ids.
+//!   domain into a byte mask (or, when all are ranges on packed columns, by fused
+//!   unpack-and-compare kernels into a bitmask), the surviving rows become a selection, and
+//!   only then are the aggregate arguments decoded (gathered one by one when few rows
+//!   survive) and folded into per-chunk accumulators indexed by dense group ids.
 
 use std::collections::HashMap;
 

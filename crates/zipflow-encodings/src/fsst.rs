@@ -265,7 +265,11 @@ fn decode_piece(
                 missing |= l == 0;
                 // SAFETY: `pos + 64 <= limit` held before these eight codes and each adds at
                 // most 8 to `pos`, so this 8-byte store ends at most at `limit + 8 = out.len()`.
-                unsafe { dst.add(pos).cast::<u64>().write_unaligned(symbols[c].to_le()) };
+                unsafe {
+                    dst.add(pos)
+                        .cast::<u64>()
+                        .write_unaligned(symbols[c].to_le())
+                };
                 pos += l;
             }
             i += 8;

@@ -220,7 +220,11 @@ pub fn expand(codes: &[u32], dict: &ByteStrings, len: usize, out: &mut Vec<u8>) 
         pos += l;
     }
     if out_of_range {
-        let c = codes.iter().find(|&&c| c as usize >= n).copied().unwrap_or(0);
+        let c = codes
+            .iter()
+            .find(|&&c| c as usize >= n)
+            .copied()
+            .unwrap_or(0);
         return Err(bad_code(c as usize, n, len));
     }
     if pos != len {

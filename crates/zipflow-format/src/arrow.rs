@@ -487,6 +487,79 @@ fn string_array_pooled<O: OffsetSizeTrait>(
     arr.map_err(|e| Error::external(format!("column `{name}`: rebuilding strings"), e))
 }
 
+/// A string or binary view array straight from a string dictionary and its codes: one view
+/// per dictionary entry, then one 16-byte view per row gathered by code, with the dictionary's
+/// bytes as the only data buffer. No row's bytes are copied.
+pub fn dict_view_array(
+    name: &str,
+    codes: &[u32],
+    dict: ByteStrings,
+    utf8: bool,
+    views: Vec<u128>,
+) -> Result<ArrayRef> {
+    let bad = |what: &str| Error::corrupt(format!("column `{name}`: {what}"));
+    if u32::try_from(dict.data.len()).is_err() {
+        return Err(Error::unsupported(format!(
+            "column `{name}`: a string dictionary over 4 GiB"
+        )));
+    }
+    if utf8 {
+        std::str::from_utf8(&dict.data).map_err(|_| bad("strings are not valid UTF-8"))?;
+    }
+    let data = &dict.data;
+    let mut entry_views = Vec::with_capacity(dict.len());
+    for w in dict.offsets.windows(2) {
+        let (start, end) = (w[0] as usize, w[1] as usize);
+        let Some(s) = data.get(start..end) else {
+            return Err(bad("dictionary offsets run backwards or past the data"));
+        };
+        if utf8
+            && (s.first().is_some_and(|&c| (0x80..0xc0).contains(&c))
+                || data.get(end).is_some_and(|&c| (0x80..0xc0).contains(&c)))
+        {
+            return Err(bad("a dictionary string splits a UTF-8 character"));
+        }
+        let len = s.len() as u128;
+        entry_views.push(if s.len() <= 12 {
+            let mut w = [0u8; 16];
+            w[..s.len()].copy_from_slice(s);
+            len | (u128::from_le_bytes(w) << 32)
+        } else {
+            let prefix = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+            len | (u128::from(prefix) << 32) | ((start as u128) << 96)
+        });
+    }
+    let n = entry_views.len();
+    let mut views = views;
+    views.clear();
+    views.reserve(codes.len());
+    let mut out_of_range = false;
+    // A sentinel view for out-of-range codes keeps the loop branch-free; they are reported
+    // after it.
+    entry_views.push(0);
+    views.extend(codes.iter().map(|&c| {
+        let c = c as usize;
+        out_of_range |= c >= n;
+        entry_views[c.min(n)]
+    }));
+    if out_of_range {
+        return Err(bad("a string code lies outside its dictionary"));
+    }
+    let buffers: Arc<[Buffer]> = Arc::from(vec![Buffer::from_vec(dict.data)]);
+    let views = ScalarBuffer::from(views);
+    // SAFETY: every view is a copy of an entry view built above from a range checked to lie
+    // inside buffer 0 (the dictionary's bytes), with its length, inline bytes or 4-byte prefix
+    // copied from that range; for UTF-8 the whole buffer was validated and every entry starts
+    // and ends on a character boundary.
+    Ok(unsafe {
+        if utf8 {
+            Arc::new(StringViewArray::new_unchecked(views, buffers, None)) as ArrayRef
+        } else {
+            Arc::new(BinaryViewArray::new_unchecked(views, buffers, None)) as ArrayRef
+        }
+    })
+}
+
 /// Builds a string or binary view array straight from offsets: one pass writes the 16-byte
 /// views (short strings inline, long ones as prefix + offset into the single data buffer).
 fn view_array(
@@ -644,7 +717,7 @@ pub struct ArrayPool {
     /// Decoding buffers, also where recycled value buffers go.
     pub scratch: zipflow_encodings::Scratch,
     i128s: Vec<Vec<i128>>,
-    u128s: Vec<Vec<u128>>,
+    pub(crate) u128s: Vec<Vec<u128>>,
     i32s: Vec<Vec<i32>>,
     i64s: Vec<Vec<i64>>,
     bytes: Vec<Vec<u8>>,

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::datatypes::{Field, SchemaRef};
+use arrow::datatypes::{DataType, Field, SchemaRef};
 use rayon::prelude::*;
 use zipflow_core::stats::ChunkStats;
 use zipflow_core::{ColumnType, Error, IntVec, Plan, Result, Values};
@@ -410,6 +410,9 @@ impl ZfFile {
     /// Reads chunk `chunk` of column `col` as an Arrow array of the column's exact type.
     /// Errors name file, column and chunk.
     pub fn read_array(&self, col: usize, chunk: usize, scratch: &mut Scratch) -> Result<ArrayRef> {
+        if let Some(a) = self.try_dict_views(col, chunk, scratch, None)? {
+            return Ok(a);
+        }
         let (values, validity) = self.read_chunk(col, chunk, scratch)?;
         let schema = self.arrow_schema();
         let locate = |e: Error| {
@@ -443,12 +446,87 @@ impl ZfFile {
                 "column index {col} out of range"
             ))));
         };
+        if let Some(a) =
+            self.try_dict_views(col, chunk, &mut pool.scratch, Some(&mut pool.u128s))?
+        {
+            return Ok(a);
+        }
         if meta.column_type.ptype() == zipflow_core::PType::Bytes {
             pool.prime_strings();
         }
         let (values, validity) = self.read_chunk(col, chunk, &mut pool.scratch)?;
         from_column_in(field, meta.column_type, values, validity, pool)
             .map_err(|e| locate(e.at_column(&meta.name)))
+    }
+
+    /// The fast path for a string-view column whose chunk is a `strdict` without nulls: the
+    /// views are gathered from the dictionary's views and the dictionary is the data buffer.
+    /// `None` when the chunk does not qualify.
+    fn try_dict_views(
+        &self,
+        col: usize,
+        chunk: usize,
+        scratch: &mut Scratch,
+        views: Option<&mut Vec<Vec<u128>>>,
+    ) -> Result<Option<ArrayRef>> {
+        let schema = self.arrow_schema();
+        let Some(field) = schema.fields().get(col) else {
+            return Ok(None);
+        };
+        let utf8 = match field.data_type() {
+            DataType::Utf8View => true,
+            DataType::BinaryView => false,
+            _ => return Ok(None),
+        };
+        let (payload, meta) = self.chunk_payload(col, chunk)?;
+        if meta.validity_len != 0 {
+            return Ok(None);
+        }
+        let name = &self.columns()[col].name;
+        let locate = |e: Error| {
+            e.at_column(name)
+                .at_chunk(u32::try_from(chunk).unwrap_or(u32::MAX))
+                .in_file(self.path())
+        };
+        let values = payload
+            .get(..meta.values_len as usize)
+            .ok_or_else(|| locate(Error::corrupt("values tree outside the payload")))?;
+        let node = NodeView::parse(values).map_err(locate)?;
+        if node.id != zipflow_encodings::strdict::ID
+            || node.ptype != zipflow_core::PType::Bytes
+            || node.len != meta.rows as usize
+            || node.children.len() != 2
+        {
+            return Ok(None);
+        }
+        let (codes_node, dict_node) = (&node.children[0], &node.children[1]);
+        if codes_node.ptype != zipflow_core::PType::U32
+            || codes_node.len != node.len
+            || dict_node.ptype != zipflow_core::PType::Bytes
+        {
+            return Err(locate(Error::corrupt(
+                "strdict children have the wrong types",
+            )));
+        }
+        let codes = scratch.decode(codes_node).map_err(locate)?;
+        let dict = match scratch.decode(dict_node) {
+            Ok(d) => d,
+            Err(e) => {
+                scratch.give(codes);
+                return Err(locate(e));
+            }
+        };
+        let result = match (&codes, dict) {
+            (Values::Int(IntVec::U32(c)), Values::Bytes(d)) => {
+                let views = views.and_then(|v| v.pop()).unwrap_or_default();
+                crate::arrow::dict_view_array(name, c, d, utf8, views).map_err(locate)
+            }
+            _ => Err(locate(Error::corrupt(
+                "strdict children have the wrong types",
+            ))),
+        };
+        scratch.give(codes);
+        result.map(Some)
     }
 
     /// Reads row group `i` (chunk `i` of every column, decoded in parallel) as a record batch.

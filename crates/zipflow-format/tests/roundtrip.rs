@@ -380,3 +380,54 @@ fn pooled_reads_equal_fresh_reads_and_reuse_buffers() {
         }
     }
 }
+
+#[test]
+fn dictionary_strings_read_as_views() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.zf");
+    let words = [
+        "A",
+        "N",
+        "R",
+        "a string longer than twelve bytes",
+        "żółć",
+        "",
+    ];
+    let values: Vec<&str> = (0..5000).map(|i| words[(i * 7) % words.len()]).collect();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("s", DataType::Utf8View, false),
+        Field::new("b", DataType::BinaryView, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringViewArray::from(values.clone())),
+            Arc::new(BinaryViewArray::from_iter_values(
+                values.iter().map(|s| s.as_bytes()),
+            )),
+        ],
+    )
+    .unwrap();
+    let plans = HashMap::from([
+        ("s".to_string(), "strdict".parse::<Plan>().unwrap()),
+        ("b".to_string(), "strdict".parse::<Plan>().unwrap()),
+    ]);
+    let options = WriteOptions {
+        chunk_rows: 1024,
+        plans,
+        ..WriteOptions::default()
+    };
+    write(&path, &batch, 5000, options);
+    let file = ZfFile::open(&path).unwrap();
+    assert_eq!(read_all(&file), batch);
+    let mut pool = zipflow_format::ArrayPool::default();
+    let mut row = 0;
+    for i in 0..file.num_chunks() {
+        for c in 0..2 {
+            let a = file.read_array_in(c, i, &mut pool).unwrap();
+            assert_eq!(a.as_ref(), batch.column(c).slice(row, a.len()).as_ref());
+            pool.recycle(a);
+        }
+        row += file.chunk_meta(0, i).rows as usize;
+    }
+}

@@ -1,8 +1,8 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod bench_selection;
 pub mod bench_text;
-pub mod bench;
 pub mod compress;
 pub mod decompress;
 pub mod gpu;
