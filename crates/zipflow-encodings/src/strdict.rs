@@ -47,18 +47,26 @@ pub fn build(b: &ByteStrings) -> Result<(ByteStrings, Vec<u32>)> {
     // Sort the distinct strings and renumber the codes to follow that order.
     let mut order: Vec<u32> = (0..first.len() as u32).collect();
     order.sort_unstable_by_key(|&i| first[i as usize]);
-    let mut rank = vec![0u32; first.len()];
+    let dict = renumber(&first, &order, &mut codes);
+    Ok((dict, codes))
+}
+
+/// Lays out the dictionary of `distinct` entries in `order` and rewrites each code (an index
+/// into `distinct`) to its entry's position in that order.
+pub(crate) fn renumber(distinct: &[&[u8]], order: &[u32], codes: &mut [u32]) -> ByteStrings {
+    let mut rank = vec![0u32; distinct.len()];
     let mut dict = ByteStrings::default();
+    dict.offsets.reserve(order.len() + 1);
     dict.offsets.push(0);
     for (r, &i) in order.iter().enumerate() {
         rank[i as usize] = r as u32;
-        dict.data.extend_from_slice(first[i as usize]);
+        dict.data.extend_from_slice(distinct[i as usize]);
         dict.offsets.push(dict.data.len() as u64);
     }
-    for c in &mut codes {
+    for c in codes {
         *c = rank[*c as usize];
     }
-    Ok((dict, codes))
+    dict
 }
 
 impl Encoding for StrDict {

@@ -81,18 +81,8 @@ pub fn tokenize(data: &[u8]) -> Result<(ByteStrings, Vec<u32>)> {
         let (tb, cb) = distinct[b as usize];
         cb.cmp(&ca).then(ta.cmp(tb))
     });
-    let mut rank = vec![0u32; distinct.len()];
-    let mut dict = ByteStrings::default();
-    dict.offsets.reserve(distinct.len() + 1);
-    dict.offsets.push(0);
-    for (r, &i) in order.iter().enumerate() {
-        rank[i as usize] = r as u32;
-        dict.data.extend_from_slice(distinct[i as usize].0);
-        dict.offsets.push(dict.data.len() as u64);
-    }
-    for c in &mut codes {
-        *c = rank[*c as usize];
-    }
+    let tokens: Vec<&[u8]> = distinct.iter().map(|&(t, _)| t).collect();
+    let dict = crate::strdict::renumber(&tokens, &order, &mut codes);
     Ok((dict, codes))
 }
 
