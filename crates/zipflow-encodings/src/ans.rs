@@ -131,6 +131,9 @@ pub fn alphabet(ptype: PType) -> Option<usize> {
     }
 }
 
+/// Buckets `0..TWO_PHASE_BUCKETS` carry at most 16 bypass bits.
+const TWO_PHASE_BUCKETS: usize = 76;
+
 /// Coding phases per step: the symbol, then up to two chunks of bypass bits.
 fn phases(ptype: PType) -> usize {
     match ptype {
@@ -674,7 +677,11 @@ struct Block<'a, T> {
     x: [u32; LANES],
     pos: usize,
     done: usize,
+    /// The block's words and what follows them (later blocks' words, or zero padding), so
+    /// that a step may load a whole window near the block's end.
     words: &'a [u16],
+    /// How many of `words` are the block's own.
+    end: usize,
     out: &'a mut [T],
 }
 
@@ -682,12 +689,13 @@ struct Block<'a, T> {
 type ByteBlock<'a> = Block<'a, u8>;
 
 impl<'a, T> Block<'a, T> {
-    fn new(init: &[u32; LANES], words: &'a [u16], out: &'a mut [T]) -> Block<'a, T> {
+    fn new(init: &[u32; LANES], (words, end): (&'a [u16], usize), out: &'a mut [T]) -> Self {
         Block {
             x: *init,
             pos: 0,
             done: 0,
             words,
+            end,
             out,
         }
     }
@@ -695,7 +703,11 @@ impl<'a, T> Block<'a, T> {
     /// Whether a whole step remains and its words (at most 32 per phase) surely exist.
     #[inline(always)]
     fn can_step_phases(&self, nphases: usize) -> bool {
-        self.done + LANES <= self.out.len() && self.pos + nphases * LANES <= self.words.len()
+        // A step reads at most `nphases * LANES` words, so a consistent block at `pos <= end`
+        // never reads past `words`; an inconsistent one shows as `pos != end` at the finish.
+        self.done + LANES <= self.out.len()
+            && self.pos <= self.end
+            && self.pos + nphases * LANES <= self.words.len()
     }
 }
 
@@ -713,6 +725,7 @@ impl ByteBlock<'_> {
             mut pos,
             done,
             words,
+            end,
             out,
         } = self;
         let mut chunks = out[done..].chunks_exact_mut(LANES);
@@ -723,7 +736,7 @@ impl ByteBlock<'_> {
             }
         }
         pos = step_u8(table, &mut x, &Checked(words), pos, chunks.into_remainder());
-        pos == words.len() && x.iter().all(|&s| s == STATE_LOW)
+        pos == end && x.iter().all(|&s| s == STATE_LOW)
     }
 }
 
@@ -1142,6 +1155,7 @@ fn finish_wide<T: Int, const NPHASES: usize, const W: usize>(
         mut pos,
         done,
         words,
+        end,
         out,
     } = block;
     let mut chunks = out[done..].chunks_exact_mut(LANES);
@@ -1155,7 +1169,7 @@ fn finish_wide<T: Int, const NPHASES: usize, const W: usize>(
     }
     let rest = chunks.into_remainder();
     pos = step_wide::<T, NPHASES>(table, buckets, &mut x, &Checked(words), pos, rest);
-    pos == words.len() && x.iter().all(|&s| s == STATE_LOW)
+    pos == end && x.iter().all(|&s| s == STATE_LOW)
 }
 
 /// A validated node: its table and per-block slices.
@@ -1165,18 +1179,38 @@ struct Layout<'a> {
     states: &'a [u32],
     starts: &'a [u32],
     words: &'a [u16],
+    /// `words[cut..]` followed by [`READ_AHEAD`] zero words, so that blocks near the end
+    /// (or blocks of very few words, as low-entropy streams have) still decode whole steps
+    /// with the vector kernels.
+    tail: Vec<u16>,
+    cut: usize,
 }
 
+/// A block's words with what follows them, and how many are its own.
+type BlockWords<'a> = (&'a [u16], usize);
+
+/// Words a vector step may read past a block's own words.
+const READ_AHEAD: usize = 3 * LANES;
+
+/// Words copied into [`Layout::tail`] (besides the padding).
+const TAIL_WORDS: usize = 8192;
+
 impl Layout<'_> {
-    /// Block `b`'s initial decoder states and words.
-    fn block(&self, b: usize) -> Option<(&[u32; LANES], &[u16])> {
+    /// Block `b`'s initial decoder states, and its words with what follows them (see
+    /// [`Block::words`]) and how many are its own.
+    fn block(&self, b: usize) -> Option<(&[u32; LANES], BlockWords<'_>)> {
         let init = self.states.get(b * LANES..)?.first_chunk::<LANES>()?;
         let start = *self.starts.get(b)? as usize;
         let end = self
             .starts
             .get(b + 1)
             .map_or(self.words.len(), |&e| e as usize);
-        Some((init, self.words.get(start..end)?))
+        let own = end.checked_sub(start)?;
+        let words = match start.checked_sub(self.cut) {
+            Some(at) => self.tail.get(at..)?,
+            None => self.words.get(start..)?,
+        };
+        Some((init, (words, own)))
     }
 }
 
@@ -1224,12 +1258,18 @@ fn parse<'a>(
     {
         return Err(Error::corrupt("ans block starts out of order or range"));
     }
+    let cut = words.len().saturating_sub(TAIL_WORDS);
+    let mut tail = Vec::with_capacity(words.len() - cut + READ_AHEAD);
+    tail.extend_from_slice(&words[cut..]);
+    tail.resize(words.len() - cut + READ_AHEAD, 0);
     Ok(Layout {
         block,
         freqs,
         states,
         starts,
         words,
+        tail,
+        cut,
     })
 }
 
@@ -1268,12 +1308,23 @@ fn decode_wide_into<T: Int, const NPHASES: usize, const W: usize>(
     kernel: Kernel,
 ) -> Result<()> {
     crate::resize_for_overwrite(out, len, T::ZERO);
+    decode_wide_blocks::<T, NPHASES, W>(layout, 0, out, kernel)
+}
+
+/// Decodes the blocks from `first` on into `out`, which holds whole blocks (the last one may
+/// be the node's short last block).
+fn decode_wide_blocks<T: Int, const NPHASES: usize, const W: usize>(
+    layout: &Layout<'_>,
+    first: usize,
+    out: &mut [T],
+    kernel: Kernel,
+) -> Result<()> {
     let table = decode_table(&layout.freqs);
     let buckets = Buckets::new();
-    let mut blocks = Vec::with_capacity(len.div_ceil(layout.block));
+    let mut blocks = Vec::with_capacity(out.len().div_ceil(layout.block));
     for (b, chunk) in out.chunks_mut(layout.block).enumerate() {
-        let Some((init, words)) = layout.block(b) else {
-            return Err(corrupt_block(b));
+        let Some((init, words)) = layout.block(first + b) else {
+            return Err(corrupt_block(first + b));
         };
         blocks.push(Block::new(init, words, chunk));
     }
@@ -1299,9 +1350,41 @@ fn decode_wide_into<T: Int, const NPHASES: usize, const W: usize>(
         .map(|b| finish_wide::<T, NPHASES, W>(&table, &buckets, b))
         .collect();
     match ok.iter().position(|&ok| !ok) {
-        Some(b) => Err(corrupt_block(b)),
+        Some(b) => Err(corrupt_block(first + b)),
         None => Ok(()),
     }
+}
+
+/// Decodes a `u32` `ans` node two blocks at a time into a buffer that stays in cache, handing
+/// each run of values to `f` in order: a consumer that folds the values as they come (as
+/// `words` does) never writes or reads the whole stream.
+pub(crate) fn for_each_u32_run(
+    node: &NodeView<'_>,
+    mut f: impl FnMut(&[u32]) -> Result<()>,
+) -> Result<()> {
+    if node.ptype != PType::U32 {
+        return Err(Error::corrupt(format!(
+            "ans node of {} values where u32 values belong",
+            node.ptype
+        )));
+    }
+    let (mut states, mut starts, mut words) = (Vec::new(), Vec::new(), Vec::new());
+    let layout = parse(node, &mut states, &mut starts, &mut words)?;
+    let kernel = Kernel::best();
+    let two_phases = layout.freqs.len() <= TWO_PHASE_BUCKETS;
+    let mut buf = Vec::new();
+    let step = 2 * layout.block;
+    for (i, start) in (0..node.len).step_by(step).enumerate() {
+        let n = step.min(node.len - start);
+        crate::resize_for_overwrite(&mut buf, n, 0u32);
+        if two_phases {
+            decode_wide_blocks::<u32, 2, 64>(&layout, 2 * i, &mut buf, kernel)?;
+        } else {
+            decode_wide_blocks::<u32, 3, 128>(&layout, 2 * i, &mut buf, kernel)?;
+        }
+        f(&buf)?;
+    }
+    Ok(())
 }
 
 /// Words the encoder emits for `syms`, predicted by running each lane's coder in the log
@@ -1399,6 +1482,11 @@ impl Encoding for Ans {
             Values::Int(IntVec::U8(o)) => decode_bytes_into(&layout, len, o, Kernel::best()),
             Values::Int(IntVec::U16(o)) => {
                 decode_wide_into::<u16, 2, 64>(&layout, len, o, Kernel::best())
+            }
+            // Without buckets of more than 16 bypass bits (values below 2^18) the third
+            // phase never moves a state, so two phases decode the same stream faster.
+            Values::Int(IntVec::U32(o)) if layout.freqs.len() <= TWO_PHASE_BUCKETS => {
+                decode_wide_into::<u32, 2, 64>(&layout, len, o, Kernel::best())
             }
             Values::Int(IntVec::U32(o)) => {
                 decode_wide_into::<u32, 3, 128>(&layout, len, o, Kernel::best())
@@ -2039,6 +2127,10 @@ mod tests {
                 log2,
             )?;
             compare::<u32, 3, 128>((0..n).map(|_| r() as u32 >> (r() % 32)).collect(), log2)?;
+            // Values below 2^18 decode with two phases (what `decode` picks for them) too.
+            let small: Vec<u32> = (0..n).map(|_| (r() as u32 >> (r() % 32)) >> 14).collect();
+            compare::<u32, 2, 64>(small.clone(), log2)?;
+            compare::<u32, 3, 128>(small, log2)?;
         }
         Ok(())
     }

@@ -108,6 +108,7 @@ pub fn unpack_into<U: Int + BitPacking>(p: &Packed<'_, U>, len: usize, out: &mut
     crate::resize_for_overwrite(out, n * VECTOR_LEN, U::ZERO);
     if p.width == 0 {
         out.truncate(len);
+        out.fill(U::ZERO);
         return;
     }
     let per_vector = VECTOR_LEN * p.width / U::BITS as usize;

@@ -3,10 +3,10 @@
 //! nodes.
 
 use crate::node::{EncodedNode, NodeView};
-use crate::{decode_bytes, describe, encode};
+use crate::{Scratch, decode_bytes, describe, encode};
 use std::marker::PhantomData;
-use zipflow_core::values::IntVecOf;
-use zipflow_core::{Error, Int, Plan, Result, Values};
+use zipflow_core::values::{ByteStrings, IntVecOf};
+use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values};
 
 /// Parses `s`, panicking with the parse error.
 pub(crate) fn plan(s: &str) -> Plan {
@@ -20,6 +20,25 @@ pub(crate) fn round_trip(p: &Plan, values: &Values) -> Result<Vec<u8>> {
     let bytes = node.to_bytes()?;
     assert_eq!(bytes.len(), node.size());
     assert_eq!(&decode_bytes(&bytes)?, values, "plan `{p}`");
+    // Decoders fully define their output even in reused, dirty buffers.
+    let (mut out, mut scratch) = (dirty(values.ptype()), Scratch::default());
+    for v in [
+        IntVec::U8(vec![0xa5; 3000]),
+        IntVec::U16(vec![0xa5a5; 3000]),
+        IntVec::U32(vec![0xa5a5_a5a5; 3000]),
+        IntVec::U64(vec![u64::MAX; 3000]),
+        IntVec::I8(vec![-91; 3000]),
+        IntVec::I16(vec![-23131; 3000]),
+        IntVec::I32(vec![-1; 3000]),
+        IntVec::I64(vec![-1; 3000]),
+    ] {
+        scratch.give(Values::Int(v));
+    }
+    scratch.give(dirty(PType::Bytes));
+    scratch.give(dirty(PType::F64));
+    scratch.give(dirty(PType::F32));
+    crate::decode(&NodeView::parse(&bytes)?, &mut out, &mut scratch)?;
+    assert_eq!(&out, values, "plan `{p}` into used buffers");
     assert_eq!(
         crate::estimate(p, values)?,
         node.size(),
@@ -33,6 +52,34 @@ pub(crate) fn round_trip(p: &Plan, values: &Values) -> Result<Vec<u8>> {
         "plan `{resolved}`"
     );
     Ok(bytes)
+}
+
+/// A stream of `ptype` full of values no decoder should leave behind.
+fn dirty(ptype: PType) -> Values {
+    match ptype {
+        PType::F32 => Values::F32(vec![f32::NAN; 3000]),
+        PType::F64 => Values::F64(vec![-1.5; 3000]),
+        PType::Bytes => Values::Bytes(ByteStrings {
+            offsets: (0..3001).map(|i| i * 3).collect(),
+            data: vec![b'z'; 9000],
+        }),
+        p => {
+            let mut v = Values::empty(p);
+            if let Values::Int(iv) = &mut v {
+                *iv = match p {
+                    PType::U8 => IntVec::U8(vec![0x5a; 3000]),
+                    PType::U16 => IntVec::U16(vec![0x5a5a; 3000]),
+                    PType::U32 => IntVec::U32(vec![0x5a5a_5a5a; 3000]),
+                    PType::U64 => IntVec::U64(vec![7; 3000]),
+                    PType::I8 => IntVec::I8(vec![90; 3000]),
+                    PType::I16 => IntVec::I16(vec![23130; 3000]),
+                    PType::I32 => IntVec::I32(vec![-7; 3000]),
+                    _ => IntVec::I64(vec![-7; 3000]),
+                };
+            }
+            v
+        }
+    }
 }
 
 /// Encodes, serialises and decodes `values` by `plan`, requiring a bit-exact round trip (so NaN

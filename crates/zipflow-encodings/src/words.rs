@@ -1,16 +1,21 @@
-//! Words: a byte stream cut into tokens (words with their following space, runs of one
-//! punctuation or space byte), each token replaced by its rank in a dictionary sorted by
-//! frequency, so frequent tokens get small codes that an entropy stage (`ans`) codes in few
-//! bits. On English text this leaves about 2.7 bits per character before the dictionary.
+//! Words: a byte stream cut into tokens (a word with its trailing punctuation and one space
+//! or line break, a run of line breaks, a run of one other byte), each token replaced by its
+//! rank in a dictionary sorted by frequency, so frequent tokens get small codes that an
+//! entropy stage (`ans`) codes in few bits.
 //!
-//! Node: no meta, no buffers; child 0 = the codes as u32 (default `ans`), child 1 = the
-//! dictionary as byte strings, most frequent first (default `plain`). The node's length is the
-//! number of bytes. How the encoder cuts tokens is not part of the format: the decoder only
-//! concatenates dictionary entries, so better tokenisers stay compatible.
+//! Node for a u8 stream: no buffers, no meta; child 0 = the codes as u32 (default `ans`),
+//! child 1 = the dictionary as byte strings, most frequent first (default `plain`). The node's
+//! length is the number of bytes.
 //!
-//! Decoding copies each token with two 16-byte stores from a padded copy of the dictionary
-//! when every entry is at most [`SLOT`] bytes (always, for this encoder's tokens), checking
-//! every code and the running length.
+//! Node for byte strings (a string column): tokens never cross from one string to the next, so
+//! a column of short texts keeps a small dictionary. Meta = the strings' total bytes (u64 LE);
+//! children `codes` and `dict` as above, and child 2 = `counts`, the number of tokens of each
+//! string as u32 (default `ans`). The node's length is the number of strings.
+//!
+//! How the encoder cuts tokens is not part of the format: the decoder only concatenates
+//! dictionary entries, so better tokenisers stay compatible. Decoding copies each token from
+//! a 16-byte slot (its first 15 bytes and its length) when every entry is at most [`SLOT`]
+//! bytes (always, for this encoder's tokens), checking every code and the running length.
 
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
@@ -35,7 +40,15 @@ fn is_word(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b >= 0x80
 }
 
-/// The length of the token at the start of `s` (non-empty).
+/// Whether `b` ends a word as punctuation that stays with it (`the end.` is one token).
+#[inline]
+fn is_trailing(b: u8) -> bool {
+    matches!(b, b',' | b'.' | b';' | b':' | b'!' | b'?')
+}
+
+/// The length of the token at the start of `s` (non-empty): a word with its trailing
+/// punctuation and one following space or line break, a run of line breaks (`\r\n` or
+/// `\n`), or a run of one other byte.
 #[inline]
 fn token_len(s: &[u8]) -> usize {
     let max = s.len().min(SLOT);
@@ -45,8 +58,18 @@ fn token_len(s: &[u8]) -> usize {
         while n < max && is_word(s[n]) {
             n += 1;
         }
+        while n < max && is_trailing(s[n]) {
+            n += 1;
+        }
         if n < max && s[n] == b' ' {
             n += 1;
+        } else if n + 1 < max && s[n] == b'\r' && s[n + 1] == b'\n' {
+            n += 2;
+        }
+    } else if first == b'\r' && n < max && s[n] == b'\n' {
+        n += 1;
+        while n + 1 < max && s[n] == b'\r' && s[n + 1] == b'\n' {
+            n += 2;
         }
     } else {
         while n < max && s[n] == first {
@@ -56,34 +79,72 @@ fn token_len(s: &[u8]) -> usize {
     n
 }
 
+/// Builds the frequency-ranked dictionary of the tokens of one or more byte slices.
+#[derive(Default)]
+struct Tokenizer<'a> {
+    index: FxHashMap<&'a [u8], u32>,
+    distinct: Vec<(&'a [u8], u64)>,
+    codes: Vec<u32>,
+}
+
+impl<'a> Tokenizer<'a> {
+    /// Cuts `data` into tokens; returns how many.
+    fn push(&mut self, data: &'a [u8]) -> usize {
+        let before = self.codes.len();
+        let mut pos = 0;
+        while pos < data.len() {
+            let n = token_len(&data[pos..]);
+            let t = &data[pos..pos + n];
+            let next = self.distinct.len() as u32;
+            let code = *self.index.entry(t).or_insert(next);
+            if code == next {
+                self.distinct.push((t, 0));
+            }
+            self.distinct[code as usize].1 += 1;
+            self.codes.push(code);
+            pos += n;
+        }
+        self.codes.len() - before
+    }
+
+    /// The dictionary (most frequent first, ties in byte order) and one code per token.
+    fn finish(self) -> (ByteStrings, Vec<u32>) {
+        let Tokenizer {
+            distinct,
+            mut codes,
+            ..
+        } = self;
+        let mut order: Vec<u32> = (0..distinct.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| {
+            let (ta, ca) = distinct[a as usize];
+            let (tb, cb) = distinct[b as usize];
+            cb.cmp(&ca).then(ta.cmp(tb))
+        });
+        let tokens: Vec<&[u8]> = distinct.iter().map(|&(t, _)| t).collect();
+        let dict = crate::strdict::renumber(&tokens, &order, &mut codes);
+        (dict, codes)
+    }
+}
+
 /// Cuts `data` into tokens and returns the dictionary (most frequent first, ties in byte
 /// order) and one code per token.
 pub fn tokenize(data: &[u8]) -> Result<(ByteStrings, Vec<u32>)> {
-    let mut index: FxHashMap<&[u8], u32> = FxHashMap::default();
-    let mut distinct: Vec<(&[u8], u64)> = Vec::new();
-    let mut codes = Vec::with_capacity(data.len() / 4);
-    let mut pos = 0;
-    while pos < data.len() {
-        let n = token_len(&data[pos..]);
-        let t = &data[pos..pos + n];
-        let next = distinct.len() as u32;
-        let code = *index.entry(t).or_insert(next);
-        if code == next {
-            distinct.push((t, 0));
-        }
-        distinct[code as usize].1 += 1;
-        codes.push(code);
-        pos += n;
+    let mut t = Tokenizer::default();
+    t.push(data);
+    Ok(t.finish())
+}
+
+/// Cuts every string of `strings` into tokens apart: the dictionary, one code per token, and
+/// the number of tokens of each string.
+pub fn tokenize_strings(strings: &ByteStrings) -> Result<(ByteStrings, Vec<u32>, Vec<u32>)> {
+    let mut t = Tokenizer::default();
+    let mut counts = Vec::with_capacity(strings.len());
+    for w in strings.offsets.windows(2) {
+        let n = t.push(&strings.data[w[0] as usize..w[1] as usize]);
+        counts.push(u32::try_from(n).map_err(|_| Error::invalid("string of 2^32 tokens"))?);
     }
-    let mut order: Vec<u32> = (0..distinct.len() as u32).collect();
-    order.sort_unstable_by(|&a, &b| {
-        let (ta, ca) = distinct[a as usize];
-        let (tb, cb) = distinct[b as usize];
-        cb.cmp(&ca).then(ta.cmp(tb))
-    });
-    let tokens: Vec<&[u8]> = distinct.iter().map(|&(t, _)| t).collect();
-    let dict = crate::strdict::renumber(&tokens, &order, &mut codes);
-    Ok((dict, codes))
+    let (dict, codes) = t.finish();
+    Ok((dict, codes, counts))
 }
 
 impl Encoding for Words {
@@ -106,18 +167,39 @@ impl Encoding for Words {
                 name: "dict",
                 default: "plain",
             },
+            Slot {
+                name: "counts",
+                default: "ans",
+            },
         ]
     }
     fn accepts(&self, ptype: PType) -> bool {
-        ptype == PType::U8
+        matches!(ptype, PType::U8 | PType::Bytes)
     }
 
     fn encode(&self, plan: &Plan, input: &Values) -> Result<EncodedNode> {
-        let Values::Int(IntVec::U8(data)) = input else {
-            return Err(Error::plan(plan, "`words` encodes u8 streams only"));
+        let (mut node, dict, codes, counts) = match input {
+            Values::Int(IntVec::U8(data)) => {
+                if plan.get("counts").is_some() {
+                    return Err(Error::plan(
+                        plan,
+                        "`counts` belongs to `words` over strings, not over a byte stream",
+                    ));
+                }
+                let (dict, codes) = tokenize(data)?;
+                let node = EncodedNode::new(ID, PType::U8, data.len())?;
+                (node, dict, codes, None)
+            }
+            Values::Bytes(strings) => {
+                let (dict, codes, counts) = tokenize_strings(strings)?;
+                let mut node = EncodedNode::new(ID, PType::Bytes, strings.len())?;
+                let total = strings.offsets.last().copied().unwrap_or(0)
+                    - strings.offsets.first().copied().unwrap_or(0);
+                node.meta = total.to_le_bytes().to_vec();
+                (node, dict, codes, Some(counts))
+            }
+            _ => return Err(Error::plan(plan, "`words` encodes bytes and strings only")),
         };
-        let (dict, codes) = tokenize(data)?;
-        let mut node = EncodedNode::new(ID, PType::U8, data.len())?;
         node.children.push(encode_child(
             plan,
             self,
@@ -126,127 +208,364 @@ impl Encoding for Words {
         )?);
         node.children
             .push(encode_child(plan, self, "dict", &Values::Bytes(dict))?);
+        if let Some(counts) = counts {
+            node.children.push(encode_child(
+                plan,
+                self,
+                "counts",
+                &Values::Int(IntVec::U32(counts)),
+            )?);
+        }
         Ok(node)
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("words", 0, 2)?;
-        node.meta_reader().finish("words")?;
+        let strings = node.ptype == PType::Bytes;
+        node.expect_shape("words", 0, if strings { 3 } else { 2 })?;
+        let mut meta = node.meta_reader();
+        let total = if strings {
+            usize::try_from(meta.u64("words total bytes")?)
+                .map_err(|_| Error::corrupt("words total bytes out of range"))?
+        } else {
+            node.len
+        };
+        meta.finish("words")?;
         expect_child(node, 0, "codes", PType::U32, None)?;
         expect_child(node, 1, "dict", PType::Bytes, None)?;
-        let Values::Int(IntVec::U8(out)) = out else {
-            return Err(Error::corrupt("words decodes u8 streams only"));
+        if strings {
+            expect_child(node, 2, "counts", PType::U32, Some(node.len))?;
+        }
+        let dict = scratch.decode(&node.children[1])?;
+        let Values::Bytes(d) = &dict else {
+            scratch.give(dict);
+            return Err(Error::corrupt("words dictionary is not byte strings"));
         };
-        let codes = scratch.decode(&node.children[0])?;
-        let dict = match scratch.decode(&node.children[1]) {
-            Ok(d) => d,
-            Err(e) => {
-                scratch.give(codes);
-                return Err(e);
+        let result = match out {
+            Values::Int(IntVec::U8(out)) if !strings => {
+                let exp = Expander::new(d, total, node.children[0].len, out);
+                exp.and_then(|exp| {
+                    for_each_code_run(&node.children[0], scratch, |codes| {
+                        exp.push(codes, out, None)
+                    })
+                    .and_then(|()| exp.finish(out))
+                })
             }
+            Values::Bytes(out) if strings => decode_strings(node, d, total, out, scratch),
+            _ => Err(Error::corrupt("words output of the wrong type")),
         };
-        let result = match (&codes, &dict) {
-            (Values::Int(IntVec::U32(codes)), Values::Bytes(dict)) => {
-                expand(codes, dict, node.len, out)
-            }
-            _ => Err(Error::corrupt("words children have the wrong types")),
-        };
-        scratch.give(codes);
         scratch.give(dict);
         result
     }
 }
 
-/// Concatenates `dict[c]` for every code into `out`, which must come to exactly `len` bytes.
-pub fn expand(codes: &[u32], dict: &ByteStrings, len: usize, out: &mut Vec<u8>) -> Result<()> {
-    let n = dict.len();
-    out.clear();
-    // Fast path: every entry fits a `SLOT`-byte copy and the dictionary fits 26-bit offsets.
-    // Each entry is then one u32, `offset << 6 | length`, read with one load; the bytes are
-    // copied `SLOT` at a time from the dictionary itself, padded at its end. The table and
-    // the frequency-sorted dictionary stay small and hot in cache.
-    let fits = dict.data.len() < 1 << 26
-        && dict
-            .offsets
-            .windows(2)
-            .all(|w| (w[1] - w[0]) as usize <= SLOT);
-    if !fits {
-        return expand_slow(codes, dict, len, out);
-    }
-    // One entry more than the dictionary: a zero-length sentinel that out-of-range codes map
-    // to, so the loop needs no branch for them (they are reported after it).
-    let mut entries: Vec<u32> = dict
-        .offsets
-        .windows(2)
-        .map(|w| ((w[0] as u32) << 6) | (w[1] - w[0]) as u32)
-        .collect();
-    entries.push(0);
-    let mut padded = Vec::with_capacity(dict.data.len() + SLOT);
-    padded.extend_from_slice(&dict.data);
-    padded.resize(dict.data.len() + SLOT, 0);
-    out.reserve(len + SLOT);
-    let src = padded.as_ptr();
-    let dst = out.as_mut_ptr();
-    let mut pos = 0usize;
-    let mut out_of_range = false;
-    for &c in codes {
-        let c = c as usize;
-        out_of_range |= c >= n;
-        let e = entries[c.min(n)];
-        let (off, l) = ((e >> 6) as usize, (e & 63) as usize);
-        if pos > len {
+/// Places every string that ends within tokens `before..after`, whose ends are `ends`: the
+/// `done` strings before them end after `cum` tokens. Returns the new `(done, cum)`.
+fn place(
+    counts: &[u32],
+    (mut done, mut cum): (usize, u64),
+    (before, after): (u64, u64),
+    ends: &[u64],
+    offsets: &mut Vec<u64>,
+) -> (usize, u64) {
+    let mut last = offsets.last().copied().unwrap_or(0);
+    while let Some(&c) = counts.get(done) {
+        let end = cum + u64::from(c);
+        if end > after {
             break;
         }
-        // SAFETY: `off + SLOT <= padded.len()` because `off` is an entry's start inside the
-        // dictionary data (0 for the sentinel) and `padded` has `SLOT` bytes after it; `pos <=
-        // len` (checked just above) and the output allocation holds `len + SLOT` bytes.
-        unsafe {
-            // Most tokens fit 16 bytes: one load and one store; longer ones take a second.
-            std::ptr::copy_nonoverlapping(src.add(off), dst.add(pos), 16);
-            if l > 16 {
-                std::ptr::copy_nonoverlapping(src.add(off + 16), dst.add(pos + 16), 16);
-            }
+        // A string with tokens ends in this run (every earlier end was placed before it).
+        if c > 0 {
+            last = ends[(end - 1 - before) as usize];
         }
-        pos += l;
+        offsets.push(last);
+        cum = end;
+        done += 1;
     }
-    if out_of_range {
-        let c = codes
-            .iter()
-            .find(|&&c| c as usize >= n)
-            .copied()
-            .unwrap_or(0);
-        return Err(bad_code(c as usize, n, len));
-    }
-    if pos != len {
-        return Err(Error::corrupt(format!(
-            "words tokens add up to {pos} bytes, expected {len}"
-        )));
-    }
-    // SAFETY: the tokens' bytes tile 0..len (each stored at the running position, which ends
-    // exactly at len), so every byte below len is initialised.
-    unsafe { out.set_len(len) };
-    Ok(())
+    (done, cum)
 }
 
-fn expand_slow(codes: &[u32], dict: &ByteStrings, len: usize, out: &mut Vec<u8>) -> Result<()> {
-    let n = dict.len();
-    for &c in codes {
-        let c = c as usize;
-        let Some(t) = dict.get(c) else {
-            return Err(bad_code(c, n, len));
-        };
-        if out.len() + t.len() > len {
-            return Err(bad_code(c, n, len));
-        }
-        out.extend_from_slice(t);
+/// Hands the decoded codes of `codes` to `f` in runs: `ans` codes a few blocks at a time,
+/// so they are consumed while in cache; any other plan all at once.
+fn for_each_code_run(
+    codes: &NodeView<'_>,
+    scratch: &mut Scratch,
+    mut f: impl FnMut(&[u32]) -> Result<()>,
+) -> Result<()> {
+    if codes.id == crate::ans::ID {
+        return crate::ans::for_each_u32_run(codes, f);
     }
-    if out.len() != len {
+    let decoded = scratch.decode(codes)?;
+    let result = match &decoded {
+        Values::Int(IntVec::U32(c)) => f(c),
+        _ => Err(Error::corrupt("words codes are not u32")),
+    };
+    scratch.give(decoded);
+    result
+}
+
+/// Decodes a string node: the tokens go to `out.data`, and each string ends where its last
+/// token does (found from the token ends the expansion records).
+fn decode_strings(
+    node: &NodeView<'_>,
+    dict: &ByteStrings,
+    total: usize,
+    out: &mut ByteStrings,
+    scratch: &mut Scratch,
+) -> Result<()> {
+    let counts = scratch.decode(&node.children[2])?;
+    let Values::Int(IntVec::U32(counts_v)) = &counts else {
+        scratch.give(counts);
+        return Err(Error::corrupt("words counts are not u32"));
+    };
+    let ntokens: u64 = counts_v.iter().map(|&c| u64::from(c)).sum();
+    if ntokens != node.children[0].len as u64 {
+        let n = node.children[0].len;
+        scratch.give(counts);
         return Err(Error::corrupt(format!(
-            "words tokens add up to {} bytes, expected {len}",
-            out.len()
+            "words strings count {ntokens} tokens, the codes hold {n}"
         )));
     }
-    Ok(())
+    let exp = match Expander::new(dict, total, node.children[0].len, &mut out.data) {
+        Ok(exp) => exp,
+        Err(e) => {
+            scratch.give(counts);
+            return Err(e);
+        }
+    };
+    out.offsets.clear();
+    out.offsets.reserve(counts_v.len() + 1);
+    out.offsets.push(0);
+    let mut ends: Vec<u64> = Vec::new();
+    // `done` strings are placed, ending after `cum` tokens; `before` tokens precede the run.
+    let (mut done, mut cum, mut before) = (0usize, 0u64, 0u64);
+    let result = for_each_code_run(&node.children[0], scratch, |codes| {
+        if ends.len() < codes.len() {
+            ends.resize(codes.len(), 0);
+        }
+        let ends = &mut ends[..codes.len()];
+        exp.push(codes, &mut out.data, Some(ends))?;
+        let after = before + codes.len() as u64;
+        (done, cum) = place(
+            counts_v,
+            (done, cum),
+            (before, after),
+            ends,
+            &mut out.offsets,
+        );
+        before = after;
+        Ok(())
+    })
+    .and_then(|()| {
+        // Strings of no tokens after the last one (the counts add up, so only those remain).
+        place(
+            counts_v,
+            (done, cum),
+            (before, before),
+            &[],
+            &mut out.offsets,
+        );
+        exp.finish(&out.data)
+    });
+    scratch.give(counts);
+    result
+}
+
+/// Concatenates `dict[c]` for every code into `out`, which must come to exactly `len` bytes.
+pub fn expand(codes: &[u32], dict: &ByteStrings, len: usize, out: &mut Vec<u8>) -> Result<()> {
+    let exp = Expander::new(dict, len, codes.len(), out)?;
+    exp.push(codes, out, None)?;
+    exp.finish(out)
+}
+
+/// Appends dictionary entries to a byte stream of known length, a run of codes at a time.
+struct Expander<'a> {
+    dict: &'a ByteStrings,
+    len: usize,
+    /// One 16-byte slot per entry: its first 15 bytes and its length. Empty when an entry is
+    /// longer than [`SLOT`] (never for this encoder's tokens); those dictionaries take the
+    /// checked copy.
+    slots: Vec<[u8; 16]>,
+    /// The dictionary bytes with `SLOT` zero bytes after them.
+    padded: Vec<u8>,
+}
+
+impl<'a> Expander<'a> {
+    /// Prepares `dict` and empties `out` for `len` bytes made of `ncodes` tokens.
+    fn new(dict: &'a ByteStrings, len: usize, ncodes: usize, out: &mut Vec<u8>) -> Result<Self> {
+        out.clear();
+        let longest = dict
+            .offsets
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0);
+        // Checked before reserving, so a damaged length cannot ask for more memory than the
+        // codes and the dictionary could ever fill.
+        if len as u64 > (ncodes as u64).saturating_mul(longest) {
+            return Err(Error::corrupt(format!(
+                "words node claims {len} bytes from {ncodes} tokens of at most {longest} bytes"
+            )));
+        }
+        if longest > SLOT as u64 {
+            return Ok(Expander {
+                dict,
+                len,
+                slots: Vec::new(),
+                padded: Vec::new(),
+            });
+        }
+        out.try_reserve(len + 2 * SLOT).map_err(|_| {
+            Error::corrupt(format!("words node of {len} bytes does not fit memory"))
+        })?;
+        let mut padded = Vec::with_capacity(dict.data.len() + SLOT);
+        padded.extend_from_slice(&dict.data);
+        padded.resize(dict.data.len() + SLOT, 0);
+        // A token of up to 15 bytes (nearly all of them) then costs one load and one store,
+        // with no second load through an offset; longer ones copy the rest from `padded`.
+        // Bytes after a token in its slot are stored too but overwritten by the next token.
+        let slots = dict
+            .offsets
+            .windows(2)
+            .map(|w| {
+                let off = w[0] as usize;
+                let mut s = [0u8; 16];
+                s.copy_from_slice(&padded[off..off + 16]);
+                s[15] = (w[1] - w[0]) as u8;
+                s
+            })
+            .collect();
+        Ok(Expander {
+            dict,
+            len,
+            slots,
+            padded,
+        })
+    }
+
+    /// Appends the entries of `codes`; with `ends` (as long as `codes`), also records where
+    /// each token ends.
+    fn push(&self, codes: &[u32], out: &mut Vec<u8>, ends: Option<&mut [u64]>) -> Result<()> {
+        let n = self.dict.len();
+        // One vectorised pass checks the run, so the copy loop needs no check per code.
+        if codes.iter().copied().max().is_some_and(|m| m as usize >= n) {
+            let c = codes
+                .iter()
+                .find(|&&c| c as usize >= n)
+                .copied()
+                .unwrap_or(0);
+            return Err(bad_code(c as usize, n, self.len));
+        }
+        if self.slots.len() != n || out.capacity() < self.len + 2 * SLOT {
+            return self.push_checked(codes, out, ends);
+        }
+        match ends {
+            Some(ends) => self.push_fast::<true>(codes, out, ends),
+            None => self.push_fast::<false>(codes, out, &mut []),
+        }
+    }
+
+    fn push_fast<const RECORD: bool>(
+        &self,
+        codes: &[u32],
+        out: &mut Vec<u8>,
+        ends: &mut [u64],
+    ) -> Result<()> {
+        if RECORD && ends.len() != codes.len() {
+            return Err(Error::invalid("token ends buffer of the wrong length"));
+        }
+        let len = self.len;
+        let (slots, offsets, src) = (&self.slots, &self.dict.offsets, self.padded.as_ptr());
+        let dst = out.as_mut_ptr();
+        // Copies one token at `pos` and returns its length.
+        let copy = |c: u32, pos: usize| -> usize {
+            // SAFETY: `c < n` (checked in `push`); a token longer than 15 bytes starts at
+            // `off <= padded.len() - SLOT - 16`, so `off + 15 + SLOT <= padded.len()`; the
+            // callers keep `pos <= len`, and the output allocation holds `len + 2 * SLOT`.
+            unsafe {
+                let s = slots.get_unchecked(c as usize);
+                let l = s[15] as usize;
+                std::ptr::copy_nonoverlapping(s.as_ptr(), dst.add(pos), 16);
+                if l > 15 {
+                    let off = *offsets.get_unchecked(c as usize) as usize;
+                    std::ptr::copy_nonoverlapping(src.add(off + 15), dst.add(pos + 15), SLOT);
+                }
+                l
+            }
+        };
+        // Blocks of codes whose tokens cannot pass `len` even at `SLOT` bytes each run with no
+        // bound check, so the running position stays in a register; the rest checks each code.
+        const BLOCK: usize = 64;
+        let mut pos = out.len();
+        let mut i = 0;
+        while i < codes.len() {
+            let block = &codes[i..codes.len().min(i + BLOCK)];
+            if pos + block.len() * SLOT > len {
+                break;
+            }
+            for (k, &c) in block.iter().enumerate() {
+                pos += copy(c, pos);
+                if RECORD {
+                    // SAFETY: `i + k < codes.len() == ends.len()`.
+                    unsafe { *ends.get_unchecked_mut(i + k) = pos as u64 };
+                }
+            }
+            i += block.len();
+        }
+        for (k, &c) in codes.iter().enumerate().skip(i) {
+            if pos > len {
+                break;
+            }
+            pos += copy(c, pos);
+            if RECORD {
+                ends[k] = pos as u64;
+            }
+        }
+        if pos > len {
+            return Err(Error::corrupt(format!(
+                "words tokens run past the {len} bytes expected"
+            )));
+        }
+        // SAFETY: the tokens' bytes tile out.len()..pos (each stored at the running position),
+        // so every byte below pos is initialised, and pos <= len < capacity.
+        unsafe { out.set_len(pos) };
+        Ok(())
+    }
+
+    /// [`Expander::push`] for dictionaries with entries longer than a slot.
+    fn push_checked(
+        &self,
+        codes: &[u32],
+        out: &mut Vec<u8>,
+        mut ends: Option<&mut [u64]>,
+    ) -> Result<()> {
+        let n = self.dict.len();
+        for (k, &c) in codes.iter().enumerate() {
+            let c = c as usize;
+            let Some(t) = self.dict.get(c) else {
+                return Err(bad_code(c, n, self.len));
+            };
+            if out.len() + t.len() > self.len {
+                return Err(bad_code(c, n, self.len));
+            }
+            out.extend_from_slice(t);
+            if let Some(e) = ends.as_deref_mut().and_then(|e| e.get_mut(k)) {
+                *e = out.len() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the tokens came to exactly the expected length.
+    fn finish(&self, out: &[u8]) -> Result<()> {
+        if out.len() != self.len {
+            return Err(Error::corrupt(format!(
+                "words tokens add up to {} bytes, expected {}",
+                out.len(),
+                self.len
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[cold]
@@ -261,6 +580,7 @@ fn bad_code(c: usize, n: usize, len: usize) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::encode;
     use crate::testing::{plan, random, round_trip};
 
     fn bytes(v: &[u8]) -> Values {
@@ -269,7 +589,7 @@ mod tests {
 
     #[test]
     fn tokens() -> Result<()> {
-        let (dict, codes) = tokenize(b"the cat, the hat...  ")?;
+        let (dict, codes) = tokenize(b"the cat, the hat...  \r\n\r\nend\r\n\n")?;
         let toks: Vec<&[u8]> = codes
             .iter()
             .map(|&c| dict.get(c as usize).unwrap_or(b"?"))
@@ -278,13 +598,13 @@ mod tests {
             toks,
             vec![
                 &b"the "[..],
-                b"cat",
-                b",",
-                b" ",
+                b"cat, ",
                 b"the ",
-                b"hat",
-                b"...",
-                b"  "
+                b"hat... ",
+                b" ",
+                b"\r\n\r\n",
+                b"end\r\n",
+                b"\n",
             ]
         );
         // "the " is the most frequent token, so it has code 0.
@@ -311,15 +631,105 @@ mod tests {
                 ["it was ", "the best ", "of times", ", ", "\n\n"][(r() % 5) as usize].as_bytes(),
             );
         }
+        cases.push(t.clone());
+        // Many `ans` blocks of codes, expanded a run at a time.
+        while t.len() < 400_000 {
+            t.extend_from_slice(format!("w{} ", r() % 3000).as_bytes());
+        }
         cases.push(t);
         for c in &cases {
             for p in [
+                "words",
+                "words(codes: ans(5))",
                 "words(codes: bitpack)",
                 "words(codes: for | bitpack, dict: strdict)",
             ] {
                 round_trip(&plan(p), &bytes(c))?;
             }
         }
+        Ok(())
+    }
+
+    fn strings<S: AsRef<[u8]>>(items: &[S]) -> Values {
+        let mut b = ByteStrings {
+            offsets: vec![0],
+            data: Vec::new(),
+        };
+        for i in items {
+            b.data.extend_from_slice(i.as_ref());
+            b.offsets.push(b.data.len() as u64);
+        }
+        Values::Bytes(b)
+    }
+
+    #[test]
+    fn string_columns_round_trip() -> Result<()> {
+        let mut r = random(5);
+        let words = [
+            "carefully ",
+            "final ",
+            "deposits",
+            " detect",
+            ". ",
+            "slyly",
+            "?",
+        ];
+        let mut many: Vec<Vec<u8>> = Vec::new();
+        for i in 0..70_000 {
+            let k = (r() % 9) as usize;
+            let s: Vec<u8> = (0..k)
+                .flat_map(|_| words[(r() % 7) as usize].bytes())
+                .collect();
+            many.push(if i % 1000 == 0 { vec![] } else { s });
+        }
+        let cases: Vec<Values> = vec![
+            strings::<&[u8]>(&[]),
+            strings(&[b""]),
+            strings(&[b"", b"", b""]),
+            strings(&["a", "", "bb cc", "x"]),
+            strings(&["żółć gęślą", "ünïcödé wörds, and\r\nlines\n"]),
+            strings(&[vec![b'q'; 100], vec![0u8, 255, 7], vec![b' '; 40]]),
+            strings(&many),
+        ];
+        for c in &cases {
+            for p in [
+                "words",
+                "words(codes: ans(5), counts: bitpack)",
+                "words(codes: bitpack, dict: strdict, counts: for | bitpack)",
+            ] {
+                round_trip(&plan(p), c)?;
+            }
+        }
+        round_trip(&plan("words(dict: plain(bytes: fsst))"), &strings(&many))?;
+        // Tokens stay inside their string: "ab" + "cd" is two tokens, not one.
+        let (dict, codes, counts) = tokenize_strings(&match strings(&["ab", "cd"]) {
+            Values::Bytes(b) => b,
+            _ => unreachable!(),
+        })?;
+        assert_eq!((dict.len(), codes.len(), counts), (2, 2, vec![1, 1]));
+        Ok(())
+    }
+
+    #[test]
+    fn counts_only_for_strings() {
+        let e = encode(&plan("words(counts: bitpack)"), &bytes(b"abc"));
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn string_counts_that_disagree_are_errors() -> Result<()> {
+        let good = encode(
+            &plan("words(codes: bitpack, counts: bitpack)"),
+            &strings(&["a b", "c"]),
+        )?;
+        // Swap in counts that claim one token too many.
+        let mut node = good.clone();
+        node.children[2] = encode(&plan("bitpack"), &Values::Int(IntVec::U32(vec![2, 2])))?;
+        assert!(crate::decode_bytes(&node.to_bytes()?).is_err());
+        // A total that the tokens cannot fill.
+        let mut node = good;
+        node.meta = 1000u64.to_le_bytes().to_vec();
+        assert!(crate::decode_bytes(&node.to_bytes()?).is_err());
         Ok(())
     }
 

@@ -95,6 +95,9 @@ impl Shape {
     }
 }
 
+/// Bytes per `words` token in typical text, for the number of codes a string node holds.
+const BYTES_PER_TOKEN: f64 = 5.0;
+
 /// Values over which distinct values are counted.
 pub const DISTINCT_WINDOW: usize = 2048;
 
@@ -176,7 +179,14 @@ impl CostTable {
 
     /// Estimated time to decode a stream of `shape` encoded by `plan`, in nanoseconds.
     pub fn decode_ns(&self, plan: &Plan, shape: Shape) -> f64 {
-        let own = self.ns_per_value(&plan.name) * shape.values;
+        let mut own = self.ns_per_value(&plan.name) * shape.values;
+        // `words` costs per byte it writes, for strings too, and places each string as a
+        // dictionary gather does.
+        let words_on_strings = plan.name == "words" && shape.strings;
+        if words_on_strings {
+            own = self.ns_per_value("words") * shape.bytes
+                + self.ns_per_value("strdict") * shape.values;
+        }
         let Some(enc) = by_name(&plan.name) else {
             return own;
         };
@@ -198,6 +208,12 @@ impl CostTable {
                 ..s
             };
             let sub = match (plan.name.as_str(), slot.name) {
+                // One code per token: for strings at least one per string, else about one
+                // per word of text.
+                ("words", "codes") if words_on_strings => {
+                    let tokens = shape.values.max(shape.bytes / BYTES_PER_TOKEN);
+                    numbers(shape.with_values(tokens, tokens * 4.0))
+                }
                 ("rle", _) => per(shape.runs),
                 (_, "values") | (_, "dict") => per(shape.distinct),
                 (_, "bytes") => numbers(shape.with_values(shape.bytes, shape.bytes)),

@@ -50,8 +50,8 @@ const STRING_CANDIDATES: &[&str] = &[
     "strdict(dict: plain(bytes: fsst))",
     "plain(bytes: fsst)",
     "plain(bytes: fsst(codes: ans))",
-    "plain(bytes: words)",
-    "plain(bytes: words(dict: plain(bytes: fsst)))",
+    "words",
+    "words(dict: plain(bytes: fsst))",
 ];
 
 /// Text candidates: plans for a u8 stream that holds text (or any bytes).

@@ -56,7 +56,10 @@ const EXTRA_STRING_PLANS: &[&str] = &[
     "plain(bytes: ans)",
     "strdict(codes: ans, dict: plain(bytes: fsst(codes: ans)))",
     "strdict(codes: rle(values: bitpack, runs: bitpack), dict: strdict)",
+    "plain(bytes: words)",
     "plain(bytes: words(codes: bitpack, dict: plain(bytes: fsst)))",
+    "words(codes: bitpack, counts: bitpack)",
+    "words(codes: ans(5), dict: strdict(codes: ans), counts: for | bitpack)",
 ];
 
 const EXTRA_FLOAT_PLANS: &[&str] = &[
