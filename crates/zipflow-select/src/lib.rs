@@ -129,7 +129,7 @@ pub(crate) fn sample_spread(values: &Values, run: usize, runs: usize) -> Values 
 /// The run length sampled for `values` when choosing among plans for it.
 pub(crate) fn run_for(values: &Values, text: bool) -> usize {
     match values.ptype() {
-        PType::Bytes => 4 * zipflow_core::VECTOR_LEN,
+        PType::Bytes => zipflow_core::VECTOR_LEN,
         _ if text => 128 * zipflow_core::VECTOR_LEN,
         _ => zipflow_core::VECTOR_LEN,
     }

@@ -123,6 +123,7 @@ pub fn run(a: Args) -> Result<()> {
             ],
             1,
         );
+        let (mut table_select, mut table_encode) = (0.0, 0.0);
         for (c, field) in schema.fields().iter().enumerate() {
             if a.column.as_ref().is_some_and(|s| !field.name().contains(s)) {
                 continue;
@@ -134,6 +135,8 @@ pub fn run(a: Args) -> Result<()> {
             t1.row(m.row(field.name()));
             let s = selection_share(field, &column, a.chunk_rows)?;
             let share = 100.0 * s.select / (s.select + s.encode).max(1e-12);
+            table_select += s.select;
+            table_encode += s.encode;
             if share > bars.share {
                 bars.share = share;
                 bars.share_col = field.name().clone();
@@ -153,16 +156,32 @@ pub fn run(a: Args) -> Result<()> {
             a.chunks
         );
         print!("{}", t1.render());
+        let table_share = 100.0 * table_select / (table_select + table_encode).max(1e-12);
+        t2.row(vec![
+            "(whole table)".into(),
+            "-".into(),
+            format!("{table_select:.3}"),
+            format!("{table_encode:.3}"),
+            format!("{table_share:.1} %"),
+            "-".into(),
+        ]);
+        if table_share > bars.table_share {
+            bars.table_share = table_share;
+            bars.table_share_name = table.to_string();
+        }
         println!("\nSelection share of compression time, every chunk, as `zipflow compress`:");
         print!("{}", t2.render());
     }
     println!(
         "\nbars: worst size vs exhaustive {:+.2} % ({}), least selection speedup {:.1}x ({}), \
-         largest selection share {:.1} % ({})",
+         largest selection share of a table's compression time {:.1} % ({}), of a column's \
+         {:.1} % ({})",
         bars.worst_diff,
         bars.worst_diff_col,
         bars.least_speedup,
         bars.least_speedup_col,
+        bars.table_share,
+        bars.table_share_name,
         bars.share,
         bars.share_col
     );
@@ -188,6 +207,8 @@ struct Bars {
     least_speedup_col: String,
     share: f64,
     share_col: String,
+    table_share: f64,
+    table_share_name: String,
 }
 
 impl Bars {
