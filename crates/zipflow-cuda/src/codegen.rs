@@ -48,6 +48,8 @@ pub const ERR_DICT: i32 = 1;
 pub const ERR_RLE_ZERO: i32 = 2;
 /// Error bit: RLE runs that do not add up to the node's length.
 pub const ERR_RLE_SUM: i32 = 4;
+/// Dictionaries of at most this many entries are read from shared memory.
+pub const DICT_SHARED: usize = 1024;
 /// Name of the generated kernel.
 pub const KERNEL_NAME: &str = "zf_decode";
 
@@ -360,6 +362,7 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         nodes: &nodes,
         kind,
         src: String::new(),
+        prologue: String::new(),
         stages: String::new(),
     };
     let key = shape.key();
@@ -411,9 +414,10 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
   {root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}];
   const u32 len = (u32)e.prm[{len_slot}];
   (void)vec;
-{range}{stages}{finish}{end}}}
+{prologue}{range}{stages}{finish}{end}}}
 "#,
         len_slot = root.base,
+        prologue = g.prologue,
         stages = g.stages,
     ));
     Ok(Kernel {
@@ -432,11 +436,20 @@ struct Gen<'a> {
     kind: KernelKind,
     /// Device functions, children before parents.
     src: String,
+    /// Kernel body run once per block before its vectors (small dictionaries to shared
+    /// memory), children before parents.
+    prologue: String,
     /// Kernel body stages, children before parents.
     stages: String,
 }
 
 impl Gen<'_> {
+    /// Whether node `k` or a node below it is materialised by a stage.
+    fn has_stage(&self, k: usize) -> bool {
+        let n = &self.nodes[k];
+        materialised(n.op, self.kind) || n.children.iter().any(|&c| self.has_stage(c))
+    }
+
     /// Where node `k`'s materialised output lives, indexed by `idx`.
     fn buf(&self, k: usize, idx: &str) -> Result<String> {
         let n = &self.nodes[k];
@@ -497,6 +510,21 @@ impl Gen<'_> {
                 ),
                 _ => format!("  return ({t})e.prm[{}];\n", b + 1),
             },
+            Op::Dict if !self.has_stage(ch(1)) => {
+                // A dictionary of at most `DICT_SHARED` entries is decoded once per block into
+                // shared memory, so each lookup is one shared load instead of decoding its
+                // entry again (a bit-unpack at a random position, for packed values).
+                let (codes, values) = (ch(0), ch(1));
+                let vlen = self.nodes[values].base;
+                self.src
+                    .push_str(&format!("\n__shared__ {t} zf_d{k}[{DICT_SHARED}];\n"));
+                self.prologue.push_str(&format!(
+                    "  {{ // node {k}: dict entries to shared memory\n    const u32 n = (u32)e.prm[{vlen}];\n    if (n <= {DICT_SHARED}u) for (u32 i = threadIdx.x; i < n; i += ZF_THREADS) zf_d{k}[i] = zf_n{values}(e, i);\n    __syncthreads();\n  }}\n"
+                ));
+                format!(
+                    "  const u32 c = (u32)zf_n{codes}(e, p);\n  const u32 n = (u32)e.prm[{vlen}];\n  if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}\n  return n <= {DICT_SHARED}u ? zf_d{k}[c] : zf_n{values}(e, c);\n"
+                )
+            }
             Op::Dict => {
                 let (codes, values) = (ch(0), ch(1));
                 format!(
@@ -605,37 +633,59 @@ impl Gen<'_> {
                 )
             }
             Op::Delta => format!(
-                r#"  {{ // node {k}: delta: block-wide wrapping prefix sum over the chunk
+                r#"  {{ // node {k}: delta: wrapping prefix sum over the chunk, tile by tile
+    // Each warp scans a run of 32 x ZF_DELTA_ITEMS values, 32 consecutive ones per step
+    // (coalesced reads and writes), then the warps' totals give each warp its offset.
+    __shared__ {a} zf_wt{k}[ZF_THREADS / 32u];
     const u32 n = (u32)e.prm[{b}];
+    const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     {a} carry = ({a})e.prm[{base}];
     for (u32 t0 = 0u; t0 < n; t0 += ZF_THREADS * ZF_DELTA_ITEMS) {{
-      const u32 pb = t0 + threadIdx.x * ZF_DELTA_ITEMS;
+      const u32 seg = t0 + warp * 32u * ZF_DELTA_ITEMS + lane;
       {a} v[ZF_DELTA_ITEMS];
-      {a} s = ({a})0;
+      {a} run = ({a})0;
 #pragma unroll
       for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
-        if (pb + i < n) s += ({a})zf_n{c}(e, pb + i);
-        v[i] = s;
+        const u32 p = seg + i * 32u;
+        {a} x = p < n ? ({a})zf_n{c}(e, p) : ({a})0;
+#pragma unroll
+        for (u32 d = 1u; d < 32u; d <<= 1) {{
+          const {a} y = __shfl_up_sync(0xffffffffu, x, d);
+          if (lane >= d) x += y;
+        }}
+        v[i] = run + x;
+        run += __shfl_sync(0xffffffffu, x, 31);
       }}
-      {a} tot;
-      const {a} ex = zf_scan_excl<{a}>(s, &tot);
+      if (lane == 0u) zf_wt{k}[warp] = run;
+      __syncthreads();
+      {a} off = ({a})0, tot = ({a})0;
+      for (u32 w = 0u; w < ZF_THREADS / 32u; ++w) {{
+        const {a} t = zf_wt{k}[w];
+        if (w < warp) off += t;
+        tot += t;
+      }}
 #pragma unroll
       for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
-        if (pb + i < n) {bi} = ({t})({u})(carry + ex + v[i]);
+        const u32 p = seg + i * 32u;
+        if (p < n) {bi} = ({t})({u})(carry + off + v[i]);
       }}
       carry += tot;
+      __syncthreads();
     }}
-    __syncthreads();
   }}
 "#,
                 base = b + 1,
                 c = ch(0),
-                bi = self.buf(k, "pb + i")?,
+                bi = self.buf(k, "p")?,
             ),
             Op::Rle => {
                 let (values, runs) = (ch(0), ch(1));
                 format!(
-                    r#"  {{ // node {k}: rle: exclusive sum of run lengths, then each run expanded
+                    r#"  {{ // node {k}: rle: exclusive sum of run lengths, then the tile's output
+    // positions written in order (coalesced), each finding its run by binary search over
+    // the tile's run starts in shared memory.
+    __shared__ u32 zf_rs{k}[ZF_THREADS + 1u];
+    __shared__ {t} zf_rv{k}[ZF_THREADS];
     const u32 n = (u32)e.prm[{b}];
     const u32 nruns = (u32)e.prm[{vlen}];
     u64 carry = 0ull;
@@ -650,17 +700,29 @@ impl Gen<'_> {
       }}
       u64 tot;
       const u64 start = carry + zf_scan_excl<u64>((u64)run, &tot);
-      u64 end = start + run;
-      if (end > n) {{ atomicOr(e.err, ZF_ERR_RLE_SUM); end = n; }}
-      for (u64 q = start; q < end; ++q) {bq} = x;
+      if (start + run > n) atomicOr(e.err, ZF_ERR_RLE_SUM);
+      zf_rs{k}[threadIdx.x] = (u32)min(start, (u64)n);
+      zf_rv{k}[threadIdx.x] = x;
+      if (threadIdx.x == 0u) zf_rs{k}[ZF_THREADS] = (u32)min(carry + tot, (u64)n);
+      __syncthreads();
+      const u32 hi = zf_rs{k}[ZF_THREADS];
+      for (u32 q = zf_rs{k}[0] + threadIdx.x; q < hi; q += ZF_THREADS) {{
+        u32 lo = 1u, up = ZF_THREADS;
+        while (lo < up) {{
+          const u32 mid = (lo + up) >> 1;
+          if (zf_rs{k}[mid] <= q) lo = mid + 1u; else up = mid;
+        }}
+        {bq} = zf_rv{k}[lo - 1u];
+      }}
       carry += tot;
+      __syncthreads();
     }}
     if (threadIdx.x == 0u && carry != n) atomicOr(e.err, ZF_ERR_RLE_SUM);
     __syncthreads();
   }}
 "#,
                     vlen = self.nodes[values].base,
-                    bq = self.buf(k, "(u32)q")?,
+                    bq = self.buf(k, "q")?,
                 )
             }
             _ => {
@@ -693,6 +755,27 @@ mod tests {
         Values::Int(IntVec::I64(
             (0..3000).map(|i| (i * 7919) % 1000 - 300).collect(),
         ))
+    }
+
+    #[test]
+    fn small_dictionaries_are_read_from_shared_memory() {
+        let v = Values::Int(IntVec::I64(
+            (0..5000).map(|i| 1000 + (i % 50) * 7).collect(),
+        ));
+        let k = generate(&shape_of("dict(codes: bitpack, values: for | bitpack)", &v))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k.kind, KernelKind::Tile);
+        assert!(k.source.contains("__shared__ i64 zf_d0[1024]"));
+        // Filled once per block, before the vector loop, then indexed by code.
+        let fill = k.source.find("zf_d0[i] = zf_n2(e, i)");
+        let vectors = k.source.find("for (u32 vi = 0u");
+        assert!(fill.is_some() && fill < vectors);
+        assert!(k.source.contains("? zf_d0[c] : zf_n2(e, c)"));
+        // Values that need a stage keep the per-lookup path.
+        let runs = Values::Int(IntVec::I64((0..5000).map(|i| i / 100).collect()));
+        let k = generate(&shape_of("dict(codes: bitpack, values: rle)", &runs))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!k.source.contains("zf_d0"));
     }
 
     #[test]
@@ -758,7 +841,7 @@ mod tests {
             (
                 "delta | for | bitpack",
                 ints(),
-                "zf_scan_excl<u64>(s, &tot)",
+                "run += __shfl_sync(0xffffffffu, x, 31)",
             ),
             (
                 "rle(values: for | bitpack, runs: for | bitpack)",
@@ -838,7 +921,11 @@ mod tests {
         );
         // The root delta writes the output directly.
         assert!(nested.nodes[0].scratch.is_none());
-        assert!(chunk.source.contains("o[pb + i] ="));
+        assert!(
+            chunk
+                .source
+                .contains("o[p] = (i64)(u64)(carry + off + v[i])")
+        );
     }
 
     #[test]

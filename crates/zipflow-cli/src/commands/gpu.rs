@@ -51,6 +51,21 @@ pub enum GpuCommand {
         #[arg(long, default_value_t = 1)]
         repeat: usize,
     },
+    /// Fused against separate kernels: each nested plan decoded by its one generated kernel,
+    /// then as one kernel per primitive (each reading its inputs from and writing its output
+    /// to device memory), and plain `bitpack` on the same values for reference. Synthetic
+    /// i64 columns shaped like TPC-H's; kernel time with CUDA events, input on the device.
+    Fusion {
+        /// Device ordinal.
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+        /// Values per column.
+        #[arg(long, default_value_t = 64 << 20)]
+        rows: usize,
+        /// Timed runs per kernel (the median is reported).
+        #[arg(long, default_value_t = 20)]
+        reps: usize,
+    },
 }
 
 /// Runs `zipflow gpu`.
@@ -76,7 +91,156 @@ pub fn run(a: Args) -> Result<()> {
             !no_check,
             repeat.max(1),
         ),
+        GpuCommand::Fusion { device, rows, reps } => fusion(device, rows.max(1024), reps.max(1)),
     }
+}
+
+/// The synthetic columns of `zipflow gpu fusion`: (what, plan, values).
+fn fusion_cases(rows: usize) -> Vec<(&'static str, &'static str, Vec<i64>)> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // Prices of 50 distinct values (l_quantity x a unit price), keys sorted with runs of
+    // 1-7 (l_orderkey), and dates in a 7-year range (l_shipdate as days).
+    let prices: Vec<i64> = (0..rows)
+        .map(|_| 90_000 + 10_000 * (1 + (rnd() % 50) as i64))
+        .collect();
+    let mut keys = Vec::with_capacity(rows);
+    let mut k = 1i64;
+    while keys.len() < rows {
+        let run = 1 + (rnd() % 7) as usize;
+        keys.extend(std::iter::repeat_n(k, run.min(rows - keys.len())));
+        k += 1 + (rnd() % 32) as i64;
+    }
+    let dates: Vec<i64> = (0..rows).map(|_| 8036 + (rnd() % 2526) as i64).collect();
+    vec![
+        ("dates", "for | bitpack", dates),
+        (
+            "prices",
+            "dict(codes: bitpack, values: for | bitpack)",
+            prices,
+        ),
+        (
+            "sorted keys",
+            "delta | rle(values: bitpack, runs: bitpack)",
+            keys,
+        ),
+    ]
+}
+
+/// Median kernel milliseconds of decoding `trees` on the device.
+fn kernel_ms(gpu: &Gpu, ptype: PType, trees: &[Vec<u8>], reps: usize) -> Result<f64> {
+    let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
+    let mut d = ColumnDecoder::new(gpu, ptype, &refs)?;
+    Ok(median(d.time_resident(reps)?))
+}
+
+/// For every non-`plain` node of `node` (pre-order), one tree per chunk that decodes the
+/// node's output by its own primitive alone, its children stored `plain` (so read from device
+/// memory): the plan run as one kernel per primitive.
+fn split_nodes(
+    node: &zipflow_encodings::NodeView<'_>,
+    out: &mut Vec<(String, PType, Vec<u8>)>,
+    scratch: &mut Scratch,
+) -> Result<()> {
+    let mut plan = zipflow_encodings::describe(node)?;
+    if plan.name != "plain" {
+        for (_, child) in &mut plan.children {
+            *child = zipflow_core::Plan::new("plain");
+        }
+        let values = scratch.decode(node)?;
+        let tree = zipflow_encodings::encode(&plan, &values)?.to_bytes()?;
+        scratch.give(values);
+        out.push((plan.to_string(), node.ptype, tree));
+    }
+    for child in &node.children {
+        split_nodes(child, out, scratch)?;
+    }
+    Ok(())
+}
+
+fn fusion(device: usize, rows: usize, reps: usize) -> Result<()> {
+    let gpu = Gpu::open(device)?;
+    println!("{}", gpu.info());
+    println!(
+        "{rows} i64 values per column in chunks of 64 Ki; decoded GB/s of kernel time (CUDA \
+         events, input on the device), medians of {reps} runs"
+    );
+    println!(
+        "| column | plan | ratio | fused ms | fused GB/s | separate kernels (ms each) | separate ms | fused speedup | bitpack GB/s | fused / bitpack |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut scratch = Scratch::default();
+    for (what, plan, values) in fusion_cases(rows) {
+        let plan: zipflow_core::Plan = plan.parse()?;
+        let chunks: Vec<Values> = values
+            .chunks(64 << 10)
+            .map(|c| Values::Int(zipflow_core::IntVec::I64(c.to_vec())))
+            .collect();
+        let decoded = (rows * 8) as f64;
+        let mut fused_trees = Vec::new();
+        let mut bitpack_trees = Vec::new();
+        for c in &chunks {
+            fused_trees.push(zipflow_encodings::encode(&plan, c)?.to_bytes()?);
+            let bp = zipflow_core::Plan::new("bitpack");
+            bitpack_trees.push(zipflow_encodings::encode(&bp, c)?.to_bytes()?);
+        }
+        let compressed: usize = fused_trees.iter().map(Vec::len).sum();
+        // The fused kernel's output must equal the input.
+        let refs: Vec<&[u8]> = fused_trees.iter().map(Vec::as_slice).collect();
+        let mut d = ColumnDecoder::new(&gpu, PType::I64, &refs)?;
+        let fused = median(d.time_resident(reps)?);
+        d.decode_resident()?;
+        d.finish()?;
+        let got = d.into_column().to_host(&gpu)?;
+        if got != Values::Int(zipflow_core::IntVec::I64(values.clone())) {
+            bail!("{what}: the fused kernel decoded different values");
+        }
+        // One list of per-chunk trees per node of the plan.
+        let mut per_node: Vec<(String, PType, Vec<Vec<u8>>)> = Vec::new();
+        for t in &fused_trees {
+            let mut nodes = Vec::new();
+            split_nodes(
+                &zipflow_encodings::NodeView::parse(t)?,
+                &mut nodes,
+                &mut scratch,
+            )?;
+            if per_node.is_empty() {
+                per_node = nodes
+                    .iter()
+                    .map(|(p, ty, _)| (p.clone(), *ty, Vec::new()))
+                    .collect();
+            }
+            if nodes.len() != per_node.len() {
+                bail!("{what}: chunks of different plan shapes");
+            }
+            for (slot, (_, _, tree)) in per_node.iter_mut().zip(nodes) {
+                slot.2.push(tree);
+            }
+        }
+        let mut separate = 0.0;
+        let mut parts = Vec::new();
+        for (p, ty, trees) in &per_node {
+            let ms = kernel_ms(&gpu, *ty, trees, reps)?;
+            separate += ms;
+            parts.push(format!("`{p}` {ms:.3}"));
+        }
+        let bitpack = kernel_ms(&gpu, PType::I64, &bitpack_trees, reps)?;
+        println!(
+            "| {what} | `{plan}` | {:.2} | {fused:.3} | {:.0} | {} | {separate:.3} | {:.2}x | {:.0} | {:.0} % |",
+            decoded / compressed as f64,
+            decoded / fused / 1e6,
+            parts.join(", "),
+            separate / fused,
+            decoded / bitpack / 1e6,
+            100.0 * bitpack / fused,
+        );
+    }
+    Ok(())
 }
 
 fn median(mut v: Vec<f32>) -> f64 {
