@@ -393,6 +393,30 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         KernelKind::Chunk => ("  const u32 p0 = 0u, p1 = len;\n", ""),
     };
     let root = &nodes[0];
+    if let Some(body) = lane_body(&nodes, kind)? {
+        g.src.push_str(&format!(
+            r#"
+extern "C" __global__ void __launch_bounds__(ZF_THREADS)
+{KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
+          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
+  const u32 chunk = work[2u * blockIdx.x], vec = work[2u * blockIdx.x + 1u];
+  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
+  {root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}];
+  const u32 len = (u32)e.prm[{len_slot}];
+{body}}}
+"#,
+            len_slot = root.base,
+        ));
+        return Ok(Kernel {
+            source: g.src,
+            kind,
+            nparams,
+            nodes,
+            key,
+            out: shape.ptype,
+            threads: kind.threads(),
+        });
+    }
     let finish = if materialised(root.op, kind) {
         String::new()
     } else {
@@ -429,6 +453,64 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
         out: shape.ptype,
         threads: kind.threads(),
     })
+}
+
+/// The body of a tile kernel for `bitpack` or `for | bitpack` over 32-bit words, decoded lane
+/// by lane as FastLanes lays them out: each thread owns one of a vector's 32 lanes and walks
+/// its rows, so every packed word is loaded once and shifted out in registers, and each row
+/// of a warp stores 32 consecutive values. Two warps share a vector (16 rows each), so a
+/// block of 8 warps covers its `ZF_TILE_VECTORS` = 4 vectors. `None` for other shapes.
+fn lane_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<String>> {
+    if kind != KernelKind::Tile || TILE_THREADS != 256 || TILE_VECTORS != 4 {
+        return Ok(None);
+    }
+    let (bp, reference) = match nodes {
+        [n] if n.op == Op::BitPack => (n, None),
+        [f, n] if f.op == Op::For && n.op == Op::BitPack => (n, Some(f.base + 1)),
+        _ => return Ok(None),
+    };
+    if bp.ptype.byte_width() != 4 || nodes[0].ptype.byte_width() != 4 {
+        return Ok(None);
+    }
+    let t = ctype(nodes[0].ptype)?;
+    let add = match reference {
+        Some(r) => format!(" + (u32)e.prm[{r}]"),
+        None => String::new(),
+    };
+    let b = bp.base;
+    Ok(Some(format!(
+        r#"  const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+  const u32 p0 = (vec + (warp >> 1)) * 1024u;
+  if (p0 >= len) return;
+  const u32 W = (u32)e.prm[{w}];
+  if (p0 + 1024u <= len && W != 0u) {{
+    const u32* __restrict__ vw = (const u32*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * (32u * W) + lane;
+    const u32 mask = W == 32u ? 0xffffffffu : ((1u << W) - 1u);
+    const u32 r0 = (warp & 1u) * 16u;
+    // The lane's current word stays in a register; each word is loaded once.
+    u32 k = (r0 * W) >> 5;
+    u32 cur = __ldg(vw + 32u * k);
+#pragma unroll
+    for (u32 i = 0u; i < 16u; ++i) {{
+      const u32 row = r0 + i, sh = (row * W) & 31u;
+      u32 x = cur >> sh;
+      if (sh + W >= 32u) {{
+        ++k;
+        const u32 next = k < W ? __ldg(vw + 32u * k) : 0u;
+        if (sh + W > 32u) x |= next << (32u - sh);
+        cur = next;
+      }}
+      const u32 g = row >> 3, fl = ((g & 1u) << 2) | (g & 2u) | (g >> 2);
+      o[p0 + (row & 7u) * 128u + fl * 16u + lane] = ({t})((x & mask){add});
+    }}
+  }} else {{
+    const u32 p1 = min(p0 + 1024u, len);
+    for (u32 p = p0 + (threadIdx.x & 63u); p < p1; p += 64u) o[p] = zf_n0(e, p);
+  }}
+"#,
+        w = b + 2,
+        off = b + 1,
+    )))
 }
 
 struct Gen<'a> {
@@ -755,6 +837,25 @@ mod tests {
         Values::Int(IntVec::I64(
             (0..3000).map(|i| (i * 7919) % 1000 - 300).collect(),
         ))
+    }
+
+    #[test]
+    fn narrow_bitpacked_tiles_decode_lane_by_lane() {
+        let v = Values::Int(IntVec::I32(
+            (0..5000).map(|i| 8036 + (i * 7919) % 2526).collect(),
+        ));
+        for plan in ["for | bitpack", "bitpack"] {
+            let k = generate(&shape_of(plan, &v)).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(k.kind, KernelKind::Tile);
+            assert!(
+                k.source
+                    .contains("o[p0 + (row & 7u) * 128u + fl * 16u + lane]"),
+                "{plan}"
+            );
+        }
+        // 64-bit values keep the per-position loop.
+        let k = generate(&shape_of("for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!k.source.contains("fl * 16u + lane"));
     }
 
     #[test]
