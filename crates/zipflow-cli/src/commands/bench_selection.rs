@@ -1,5 +1,5 @@
 //! `zipflow bench selection`: how good and how fast plan selection is, per column of TPC-H
-//! lineitem and orders (generated in process).
+//! lineitem and orders (generated in process) and of the Sentinel-2 raster bands (uint16).
 //!
 //! For a few chunks of every column, evenly spread: the cascade search under each objective
 //! (plan, encoded size, measured decode speed, selection time), exhaustive search over every
@@ -39,9 +39,13 @@ pub struct Args {
     /// Rows per chunk.
     #[arg(long, default_value_t = 65_536)]
     pub chunk_rows: usize,
-    /// Only these tables (lineitem, orders).
-    #[arg(long, value_delimiter = ',', default_values_t = ["lineitem".to_string(), "orders".to_string()])]
+    /// Only these tables (lineitem, orders; raster: the Sentinel-2 bands of --raster-dir as
+    /// uint16 columns, row-major).
+    #[arg(long, value_delimiter = ',', default_values_t = ["lineitem".to_string(), "orders".to_string(), "raster".to_string()])]
     pub tables: Vec<String>,
+    /// Where the raster table's bands are (`sentinel2_B08_nir.tif`, `sentinel2_B04_red.tif`).
+    #[arg(long, default_value = "../shared/data/raster")]
+    pub raster_dir: PathBuf,
     /// Only columns whose name contains this.
     #[arg(long)]
     pub column: Option<String>,
@@ -82,16 +86,21 @@ pub fn run(a: Args) -> Result<()> {
                     .with_batch_size(64 * 1024)
                     .collect()
             }),
-            other => bail!("unknown table `{other}` (known: lineitem, orders)"),
+            "raster" => raster_bands(&a.raster_dir),
+            other => bail!("unknown table `{other}` (known: lineitem, orders, raster)"),
         }?;
         let Some(first) = batches.first() else {
             bail!("the generator produced no {table} rows");
         };
         let schema = first.schema();
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let scale = if table == "raster" {
+            "Sentinel-2 scene".to_string()
+        } else {
+            format!("SF {}", a.sf)
+        };
         println!(
-            "\n## {table}, SF {}: {rows} rows, generated in {:.1} s",
-            a.sf,
+            "\n## {table}, {scale}: {rows} rows, read in {:.1} s",
             t.elapsed().as_secs_f64()
         );
         let mut t1 = Table::new(
@@ -189,6 +198,43 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 type Generated = std::result::Result<Vec<RecordBatch>, arrow::error::ArrowError>;
+
+/// The two Sentinel-2 bands as one table of uint16 columns, pixels row-major, in batches of
+/// 64 Ki rows.
+fn raster_bands(dir: &std::path::Path) -> Result<Vec<RecordBatch>> {
+    let mut fields = Vec::new();
+    let mut columns = Vec::new();
+    for (name, file) in [
+        ("b08_nir", "sentinel2_B08_nir.tif"),
+        ("b04_red", "sentinel2_B04_red.tif"),
+    ] {
+        let path = dir.join(file);
+        let r = zipflow_compute::raster::read_tiff(&path)
+            .with_context(|| format!("raster band {}", path.display()))?;
+        fields.push(arrow::datatypes::Field::new(
+            name,
+            arrow::datatypes::DataType::UInt16,
+            false,
+        ));
+        columns.push(r.pixels);
+    }
+    let n = columns.iter().map(Vec::len).min().unwrap_or(0);
+    let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+    (0..n)
+        .step_by(64 * 1024)
+        .map(|start| {
+            let end = (start + 64 * 1024).min(n);
+            let arrays: Vec<arrow::array::ArrayRef> = columns
+                .iter()
+                .map(|c| {
+                    Arc::new(arrow::array::UInt16Array::from(c[start..end].to_vec()))
+                        as arrow::array::ArrayRef
+                })
+                .collect();
+            Ok(RecordBatch::try_new(schema.clone(), arrays)?)
+        })
+        .collect()
+}
 
 fn generate(sf: f64, part: impl Fn(f64, i32, i32) -> Generated + Sync) -> Result<Vec<RecordBatch>> {
     let parts = ((sf * 8.0).ceil() as i32).clamp(1, 1024);
