@@ -186,6 +186,10 @@ impl CostTable {
         if words_on_strings {
             own = self.ns_per_value("words") * shape.bytes
                 + self.ns_per_value("strdict") * shape.values;
+        } else if plan.name == "plain" && shape.strings {
+            // Each string is placed (offsets, then Arrow views) one by one, where a
+            // dictionary's rows are gathered from views built once per entry.
+            own += self.ns_per_value("strdict") * shape.values;
         }
         let Some(enc) = by_name(&plan.name) else {
             return own;

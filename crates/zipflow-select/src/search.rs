@@ -340,12 +340,126 @@ fn with_root(family: Family, inner: Vec<Plan>) -> Vec<Plan> {
 }
 
 /// Every plan of the search space for `values` (sampled as text if `text`) of at most `depth`
-/// primitives; for byte strings and text, the fixed candidate list.
+/// primitives; for text, the fixed candidate list; for byte strings, every combination of
+/// [`STRING_ROOTS`] and the forms of their child slots ([`string_space`]).
 pub fn space(values: &Values, text: bool, depth: usize) -> Vec<Plan> {
     let f = family(values, text);
     match f {
+        Family::Fixed if values.ptype() == PType::Bytes && !text => {
+            let sample = search_sample(values, text);
+            string_space(&sample, depth)
+        }
         Family::Fixed => fixed_candidates(values, text),
         _ => with_root(f, int_plans(depth)),
+    }
+}
+
+/// The primitives a string column's plan starts with.
+pub const STRING_ROOTS: &[&str] = &["plain", "strdict", "words"];
+
+/// Forms of a string dictionary (a `strdict` or `words` child) in the string space.
+const DICT_FORMS: &[&str] = &[
+    "plain",
+    "plain(bytes: fsst)",
+    "plain(bytes: fsst(codes: ans))",
+    "plain(bytes: ans)",
+];
+
+/// The child streams `root` cuts `sample` into, by slot, found by encoding the sample with
+/// `plain` children and decoding each child back.
+fn child_streams(root: &str, sample: &Values) -> Option<Vec<(&'static str, Values)>> {
+    let enc = by_name(root)?;
+    let mut probe = Plan::new(root);
+    for slot in enc.slots() {
+        probe = probe.child(slot.name, Plan::new("plain"));
+    }
+    let bytes = zipflow_encodings::encode(&probe, sample)
+        .and_then(|n| n.to_bytes())
+        .ok()?;
+    let node = zipflow_encodings::NodeView::parse(&bytes).ok()?;
+    let mut scratch = zipflow_encodings::Scratch::default();
+    enc.slots()
+        .iter()
+        .zip(&node.children)
+        .map(|(slot, child)| scratch.decode(child).ok().map(|v| (slot.name, v)))
+        .collect()
+}
+
+/// The forms a child stream of `ptype` takes in the string space, `room` primitives deep.
+fn slot_forms(ptype: PType, room: usize) -> Vec<Plan> {
+    let parse = |t: &str| t.parse::<Plan>().ok();
+    match ptype {
+        PType::Bytes => DICT_FORMS.iter().filter_map(|t| parse(t)).collect(),
+        PType::U8 => crate::text_candidates(),
+        // Codes, lengths and counts: the integer plans, and `ans` (their entropy coder).
+        _ => int_plans(room)
+            .into_iter()
+            .chain(std::iter::once(Plan::new("ans")))
+            .collect(),
+    }
+}
+
+/// Every plan of the string space for `sample`: each root with every combination of its slots'
+/// forms (integer streams: every integer plan `depth - 1` deep; bytes: the text candidates;
+/// dictionaries: [`DICT_FORMS`]).
+pub fn string_space(sample: &Values, depth: usize) -> Vec<Plan> {
+    let mut out = Vec::new();
+    for root in STRING_ROOTS {
+        let Some(streams) = child_streams(root, sample) else {
+            continue;
+        };
+        let mut plans = vec![Plan::new(*root)];
+        for (slot, v) in &streams {
+            let forms = slot_forms(v.ptype(), depth.saturating_sub(1));
+            plans = plans
+                .iter()
+                .flat_map(|p| forms.iter().map(move |f| p.clone().child(*slot, f.clone())))
+                .collect();
+        }
+        out.extend(plans);
+    }
+    out
+}
+
+/// The cascade for a string column: per root, each child stream's plan is chosen on the
+/// stream itself (the integer cascade, the text candidates, or the dictionary forms; a string
+/// node's size is its children's sizes plus a fixed header), then the composed plans and the
+/// fixed candidate list are scored whole on the sample.
+fn select_strings(scorer: &mut Scorer<'_>, options: &SelectOptions) {
+    for p in crate::candidates(PType::Bytes) {
+        scorer.score(&p);
+    }
+    let room = options.depth.saturating_sub(1);
+    let child_options = SelectOptions {
+        depth: room,
+        ..options.clone()
+    };
+    for root in STRING_ROOTS {
+        let Some(streams) = child_streams(root, scorer.sample) else {
+            continue;
+        };
+        let mut plan = Plan::new(*root);
+        for (slot, v) in &streams {
+            let mut sub = Scorer::new(v, v, &child_options);
+            match v.ptype() {
+                PType::Bytes | PType::U8 => {
+                    for f in slot_forms(v.ptype(), room) {
+                        sub.score(&f);
+                    }
+                }
+                _ => {
+                    if let Some(c) = select(v, false, &child_options).best() {
+                        sub.score(&c.plan);
+                    }
+                    sub.score(&Plan::new("ans"));
+                }
+            }
+            let best = sub.ranked().0.into_iter().next();
+            if let Some(best) = best {
+                plan = plan.child(*slot, best.plan);
+            }
+        }
+        scorer.score(&plan);
     }
 }
 
@@ -524,7 +638,9 @@ pub fn select(values: &Values, text: bool, options: &SelectOptions) -> Selection
     let sample = search_sample(values, text);
     let mut scorer = Scorer::new(values, &sample, options);
     let f = family(values, text);
-    if f == Family::Fixed {
+    if f == Family::Fixed && values.ptype() == PType::Bytes && !text {
+        select_strings(&mut scorer, options);
+    } else if f == Family::Fixed {
         for p in fixed_candidates(values, text) {
             scorer.score(&p);
         }
@@ -649,6 +765,46 @@ impl ColumnSelector {
 mod tests {
     use super::*;
     use zipflow_core::IntVec;
+
+    #[test]
+    fn string_cascade_matches_exhaustive_search() {
+        use zipflow_core::values::ByteStrings;
+        let mut b = ByteStrings {
+            offsets: vec![0],
+            data: Vec::new(),
+        };
+        let words = ["final ", "deposits ", "slyly. ", "AIR", "REG AIR", ""];
+        for i in 0..3000usize {
+            for k in 0..(i * 7 % 4) {
+                b.data
+                    .extend_from_slice(words[(i * 13 + k * 5) % words.len()].as_bytes());
+            }
+            b.offsets.push(b.data.len() as u64);
+        }
+        let values = Values::Bytes(b);
+        let options = SelectOptions {
+            objective: Objective::Smallest,
+            depth: 2,
+            ..SelectOptions::default()
+        };
+        let cascade = select(&values, false, &options);
+        let full = exhaustive(&values, false, &options);
+        let (c, e) = (cascade.best().map(|c| c.size), full.best().map(|c| c.size));
+        let (Some(c), Some(e)) = (c, e) else {
+            panic!("no plan for the strings");
+        };
+        assert!(c as f64 <= e as f64 * 1.02, "cascade {c} vs exhaustive {e}");
+        assert!(cascade.evaluated * 3 < full.evaluated);
+        // Every root is in the space, with each of its slots filled.
+        let space = string_space(&search_sample(&values, false), 2);
+        for root in STRING_ROOTS {
+            assert!(
+                space
+                    .iter()
+                    .any(|p| p.name == *root && !p.children.is_empty())
+            );
+        }
+    }
 
     #[test]
     fn space_sizes_and_depths() {
