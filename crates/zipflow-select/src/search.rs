@@ -365,6 +365,17 @@ const DICT_FORMS: &[&str] = &[
     "plain(bytes: ans)",
 ];
 
+/// Forms of the bytes of `plain` strings: the text plans but the character tables, whose
+/// training costs most and which short strings do not repay.
+const STRING_BYTES_FORMS: &[&str] = &[
+    "plain",
+    "ans",
+    "fsst",
+    "fsst(codes: ans)",
+    "words",
+    "words(dict: plain(bytes: fsst))",
+];
+
 /// The child streams `root` cuts `sample` into, by slot, found by encoding the sample with
 /// `plain` children and decoding each child back.
 fn child_streams(root: &str, sample: &Values) -> Option<Vec<(&'static str, Values)>> {
@@ -390,7 +401,7 @@ fn slot_forms(ptype: PType, room: usize) -> Vec<Plan> {
     let parse = |t: &str| t.parse::<Plan>().ok();
     match ptype {
         PType::Bytes => DICT_FORMS.iter().filter_map(|t| parse(t)).collect(),
-        PType::U8 => crate::text_candidates(),
+        PType::U8 => STRING_BYTES_FORMS.iter().filter_map(|t| parse(t)).collect(),
         // Codes, lengths and counts: the integer plans, and `ans` (their entropy coder).
         _ => int_plans(room)
             .into_iter()
@@ -400,8 +411,8 @@ fn slot_forms(ptype: PType, room: usize) -> Vec<Plan> {
 }
 
 /// Every plan of the string space for `sample`: each root with every combination of its slots'
-/// forms (integer streams: every integer plan `depth - 1` deep; bytes: the text candidates;
-/// dictionaries: [`DICT_FORMS`]).
+/// forms (integer streams: every integer plan `depth - 1` deep and `ans`; bytes:
+/// [`STRING_BYTES_FORMS`]; dictionaries: [`DICT_FORMS`]).
 pub fn string_space(sample: &Values, depth: usize) -> Vec<Plan> {
     let mut out = Vec::new();
     for root in STRING_ROOTS {
