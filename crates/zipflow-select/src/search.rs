@@ -412,7 +412,7 @@ fn slot_forms(ptype: PType, room: usize) -> Vec<Plan> {
 
 /// Every plan of the string space for `sample`: each root with every combination of its slots'
 /// forms (integer streams: every integer plan `depth - 1` deep and `ans`; bytes:
-/// [`STRING_BYTES_FORMS`]; dictionaries: [`DICT_FORMS`]).
+/// `STRING_BYTES_FORMS`; dictionaries: `DICT_FORMS`).
 pub fn string_space(sample: &Values, depth: usize) -> Vec<Plan> {
     let mut out = Vec::new();
     for root in STRING_ROOTS {
