@@ -393,40 +393,28 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         KernelKind::Chunk => ("  const u32 p0 = 0u, p1 = len;\n", ""),
     };
     let root = &nodes[0];
-    if let Some(body) = lane_body(&nodes, kind)? {
-        g.src.push_str(&format!(
-            r#"
-extern "C" __global__ void __launch_bounds__(ZF_THREADS)
-{KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
-          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
-  const u32 chunk = work[2u * blockIdx.x], vec = work[2u * blockIdx.x + 1u];
-  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
-  {root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}];
-  const u32 len = (u32)e.prm[{len_slot}];
-{body}}}
-"#,
-            len_slot = root.base,
-        ));
-        return Ok(Kernel {
-            source: g.src,
-            kind,
-            nparams,
-            nodes,
-            key,
-            out: shape.ptype,
-            threads: kind.threads(),
-        });
-    }
-    let finish = if materialised(root.op, kind) {
-        String::new()
-    } else {
-        match kind {
-            // Full vectors (all but a chunk's last) take an unrolled loop, so each thread's
-            // loads are all in flight before the first store.
-            KernelKind::Tile => "  if (p1 - p0 == 1024u) {\n#pragma unroll\n    for (u32 i = 0u; i < 1024u / ZF_THREADS; ++i) {\n      const u32 p = p0 + threadIdx.x + i * ZF_THREADS;\n      o[p] = zf_n0(e, p);\n    }\n  } else {\n    for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n  }\n",
-            KernelKind::Chunk => "  for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n",
+    let body = match lane_body(&nodes, kind)? {
+        Some(body) => body,
+        None => {
+            let finish = if materialised(root.op, kind) {
+                ""
+            } else {
+                match kind {
+                    // Full vectors (all but a chunk's last) take an unrolled loop, so each
+                    // thread's loads are all in flight before the first store.
+                    KernelKind::Tile => {
+                        "  if (p1 - p0 == 1024u) {\n#pragma unroll\n    for (u32 i = 0u; i < 1024u / ZF_THREADS; ++i) {\n      const u32 p = p0 + threadIdx.x + i * ZF_THREADS;\n      o[p] = zf_n0(e, p);\n    }\n  } else {\n    for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n  }\n"
+                    }
+                    KernelKind::Chunk => {
+                        "  for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n"
+                    }
+                }
+            };
+            format!(
+                "  (void)vec;\n{}{range}{}{finish}{end}",
+                g.prologue, g.stages
+            )
         }
-        .to_string()
     };
     g.src.push_str(&format!(
         r#"
@@ -437,12 +425,9 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
   const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
   {root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}];
   const u32 len = (u32)e.prm[{len_slot}];
-  (void)vec;
-{prologue}{range}{stages}{finish}{end}}}
+{body}}}
 "#,
         len_slot = root.base,
-        prologue = g.prologue,
-        stages = g.stages,
     ));
     Ok(Kernel {
         source: g.src,

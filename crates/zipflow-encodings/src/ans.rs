@@ -1355,6 +1355,22 @@ fn decode_wide_blocks<T: Int, const NPHASES: usize, const W: usize>(
     }
 }
 
+/// [`decode_wide_blocks`] for `u32` values: without buckets of more than 16 bypass bits
+/// (values below 2^18) the third phase never moves a state, so two phases decode the same
+/// stream faster.
+fn decode_u32_blocks(
+    layout: &Layout<'_>,
+    first: usize,
+    out: &mut [u32],
+    kernel: Kernel,
+) -> Result<()> {
+    if layout.freqs.len() <= TWO_PHASE_BUCKETS {
+        decode_wide_blocks::<u32, 2, 64>(layout, first, out, kernel)
+    } else {
+        decode_wide_blocks::<u32, 3, 128>(layout, first, out, kernel)
+    }
+}
+
 /// Decodes a `u32` `ans` node two blocks at a time into a buffer that stays in cache, handing
 /// each run of values to `f` in order: a consumer that folds the values as they come (as
 /// `words` does) never writes or reads the whole stream.
@@ -1371,17 +1387,12 @@ pub(crate) fn for_each_u32_run(
     let (mut states, mut starts, mut words) = (Vec::new(), Vec::new(), Vec::new());
     let layout = parse(node, &mut states, &mut starts, &mut words)?;
     let kernel = Kernel::best();
-    let two_phases = layout.freqs.len() <= TWO_PHASE_BUCKETS;
     let mut buf = Vec::new();
     let step = 2 * layout.block;
     for (i, start) in (0..node.len).step_by(step).enumerate() {
         let n = step.min(node.len - start);
         crate::resize_for_overwrite(&mut buf, n, 0u32);
-        if two_phases {
-            decode_wide_blocks::<u32, 2, 64>(&layout, 2 * i, &mut buf, kernel)?;
-        } else {
-            decode_wide_blocks::<u32, 3, 128>(&layout, 2 * i, &mut buf, kernel)?;
-        }
+        decode_u32_blocks(&layout, 2 * i, &mut buf, kernel)?;
         f(&buf)?;
     }
     Ok(())
@@ -1483,13 +1494,9 @@ impl Encoding for Ans {
             Values::Int(IntVec::U16(o)) => {
                 decode_wide_into::<u16, 2, 64>(&layout, len, o, Kernel::best())
             }
-            // Without buckets of more than 16 bypass bits (values below 2^18) the third
-            // phase never moves a state, so two phases decode the same stream faster.
-            Values::Int(IntVec::U32(o)) if layout.freqs.len() <= TWO_PHASE_BUCKETS => {
-                decode_wide_into::<u32, 2, 64>(&layout, len, o, Kernel::best())
-            }
             Values::Int(IntVec::U32(o)) => {
-                decode_wide_into::<u32, 3, 128>(&layout, len, o, Kernel::best())
+                crate::resize_for_overwrite(o, len, 0);
+                decode_u32_blocks(&layout, 0, o, Kernel::best())
             }
             _ => Err(Error::corrupt(format!(
                 "ans node for {} values",
