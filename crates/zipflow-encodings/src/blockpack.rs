@@ -16,9 +16,11 @@
 //! unsigned type (the last block zero-padded); child 0 (`refs`) = one reference per block, of
 //! the stream's type, default plan `for | bitpack`.
 
+use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView, cast_or_copy};
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
 use fastlanes::{BitPacking, FoR};
+use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, PType, Plan, Result, VECTOR_LEN, Values, match_ints};
 
@@ -260,18 +262,22 @@ impl Encoding for BlockPack {
         result
     }
 
-    fn estimate(&self, plan: &Plan, input: &Values) -> Result<usize> {
+    fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
         let Values::Int(v) = input else {
-            return Err(Error::plan(plan, "blockpack needs integers"));
+            return Some(Err(Error::plan(plan, "blockpack needs integers")));
         };
         // Exact: the widths are the encoder's, only the references child is estimated.
-        let (own, refs) = match_ints!(v, T, x => {
-            let (refs, needs) = block_stats(x);
-            let widths = choose_widths(&needs, T::BITS);
-            (own_size(runs_of(&widths).len(), &widths), Values::Int(T::wrap(refs)))
-        });
-        let child = crate::child_plan(plan, self, "refs")?;
-        Ok(own + crate::estimate(&child, &refs)?)
+        Some(crate::memo::split("blockpack", plan, input, || {
+            let (own, refs) = match_ints!(v, T, x => {
+                let (refs, needs) = block_stats(x);
+                let widths = choose_widths(&needs, T::BITS);
+                (own_size(runs_of(&widths).len(), &widths), Values::Int(T::wrap(refs)))
+            });
+            Ok(Split {
+                own,
+                children: vec![refs],
+            })
+        }))
     }
 }
 

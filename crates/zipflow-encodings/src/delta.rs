@@ -11,9 +11,11 @@
 //! Node: meta = `[base: u64]` (the first value's bits, zero-extended; 0 when empty); child 0 =
 //! the differences as the same type: `d[0] = 0`, `d[i] = v[i] - v[i - 1]` (wrapping).
 
+use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Pattern, Scratch, Slot, bitpack, encode_child, expect_child, frame};
 use fastlanes::{BitPacking, FoR};
+use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, PType, Plan, Result, VECTOR_LEN, Values, match_ints};
 
@@ -110,15 +112,17 @@ impl Encoding for Delta {
         Ok(())
     }
 
-    fn estimate(&self, plan: &Plan, input: &Values) -> Result<usize> {
+    fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
         let Values::Int(v) = input else {
-            return Err(Error::plan(plan, "delta needs integers"));
+            return Some(Err(Error::plan(plan, "delta needs integers")));
         };
-        // The node adds a fixed overhead to its child, so estimating the child (which may be
-        // cheaper than encoding it) is exactly as accurate as the child's own estimate.
-        let child = match_ints!(v, T, x => Values::Int(T::wrap(deltas(x).1)));
-        let child_plan = crate::child_plan(plan, self, "")?;
-        Ok(NODE_OVERHEAD + crate::estimate(&child_plan, &child)?)
+        // The node adds a fixed overhead to its child.
+        Some(crate::memo::split("delta", plan, input, || {
+            Ok(Split {
+                own: NODE_OVERHEAD,
+                children: vec![match_ints!(v, T, x => Values::Int(T::wrap(deltas(x).1)))],
+            })
+        }))
     }
 }
 

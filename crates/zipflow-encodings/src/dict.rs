@@ -14,9 +14,11 @@
 //! Node: no meta; child 0 (`codes`) = the codes, u8/u16/u32 by the dictionary length;
 //! child 1 (`values`) = the dictionary, same type as the stream.
 
+use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Pattern, Scratch, Slot, bitpack, encode_child, expect_child};
 use fastlanes::BitPacking;
+use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, VECTOR_LEN, Values, match_ints};
 
@@ -51,6 +53,19 @@ pub fn dictionary<T: Int>(values: &[T]) -> Vec<T> {
 /// The code of each value in `dict`, which must hold every value (as [`dictionary`] builds
 /// it) and have at most as many entries as `C` can index.
 pub fn codes<T: Int, C: Int>(values: &[T], dict: &[T]) -> Vec<C> {
+    if T::BITS <= 16 {
+        // Every value of a narrow type indexes a table directly: no search per value.
+        let mask = (1u64 << T::BITS) - 1;
+        let mut table = vec![0u16; 1 << T::BITS];
+        for (i, d) in dict.iter().enumerate() {
+            // A dictionary of a 16-bit type has at most 2^16 entries.
+            table[(d.to_u64() & mask) as usize] = i as u16;
+        }
+        return values
+            .iter()
+            .map(|v| C::from_u64_wrapping(u64::from(table[(v.to_u64() & mask) as usize])))
+            .collect();
+    }
     values
         .iter()
         .map(|v| {
@@ -119,17 +134,18 @@ impl Encoding for Dict {
         result
     }
 
-    fn estimate(&self, plan: &Plan, input: &Values) -> Result<usize> {
+    fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
         let Values::Int(v) = input else {
-            return Err(Error::plan(plan, "dict needs integers"));
+            return Some(Err(Error::plan(plan, "dict needs integers")));
         };
-        // A fixed overhead on top of the children, so this is as accurate as their estimates.
-        let (codes, dict) = split(v);
-        let codes_plan = crate::child_plan(plan, self, "codes")?;
-        let values_plan = crate::child_plan(plan, self, "values")?;
-        Ok(NODE_OVERHEAD
-            + crate::estimate(&codes_plan, &codes)?
-            + crate::estimate(&values_plan, &dict)?)
+        // A fixed overhead on top of the children.
+        Some(crate::memo::split("dict", plan, input, || {
+            let (codes, dict) = split(v);
+            Ok(Split {
+                own: NODE_OVERHEAD,
+                children: vec![codes, dict],
+            })
+        }))
     }
 }
 

@@ -22,9 +22,11 @@
 //! i64 for f64 and i32 for f32, where an exception's slot repeats the previous integer (or the
 //! first one that is not an exception, or 0) so that it does not widen the child's range.
 
+use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
 use crate::patch::{read_exceptions, read_meta, read_positions};
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
+use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, PType, Plan, Result, Values};
 
@@ -199,6 +201,13 @@ fn resolve_exponent<F: Decimal>(plan: &Plan, values: &[F]) -> Result<u8> {
 }
 
 fn encode_typed<F: Decimal>(enc: &FloatToInt, plan: &Plan, values: &[F]) -> Result<EncodedNode> {
+    let (mut node, child) = shell(plan, values)?;
+    node.children.push(encode_child(plan, enc, "", &child)?);
+    Ok(node)
+}
+
+/// The node without its child, and the integers its child encodes.
+fn shell<F: Decimal>(plan: &Plan, values: &[F]) -> Result<(EncodedNode, Values)> {
     // Built first: it rejects streams whose positions would not fit in a u32.
     let mut node = EncodedNode::new(ID, F::PTYPE, values.len())?;
     let e = resolve_exponent(plan, values)?;
@@ -210,9 +219,7 @@ fn encode_typed<F: Decimal>(enc: &FloatToInt, plan: &Plan, values: &[F]) -> Resu
     node.buffers.push(bytemuck::cast_slice(&positions).to_vec());
     node.buffers
         .push(bytemuck::cast_slice(&exceptions).to_vec());
-    let child = Values::Int(F::I::wrap(ints));
-    node.children.push(encode_child(plan, enc, "", &child)?);
-    Ok(node)
+    Ok((node, Values::Int(F::I::wrap(ints))))
 }
 
 fn decode_typed<F: Decimal>(
@@ -285,6 +292,20 @@ impl Encoding for FloatToInt {
             Values::F32(v) => encode_typed(self, plan, v),
             _ => Err(Error::plan(plan, "float2int needs f32 or f64 values")),
         }
+    }
+
+    fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
+        Some(crate::memo::split("float2int", plan, input, || {
+            let (node, child) = match input {
+                Values::F64(v) => shell(plan, v)?,
+                Values::F32(v) => shell(plan, v)?,
+                _ => return Err(Error::plan(plan, "float2int needs f32 or f64 values")),
+            };
+            Ok(Split {
+                own: node.size_with_children(1),
+                children: vec![child],
+            })
+        }))
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {

@@ -7,9 +7,11 @@
 //! Node: meta = `[reference: u64]` (the minimum's bits, zero-extended); child 0 = the offsets
 //! `v - min` as the unsigned type of the same width.
 
+use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Pattern, Scratch, Slot, bitpack, encode_child, expect_child};
 use fastlanes::FoR;
+use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, PType, Plan, Result, VECTOR_LEN, Values, match_ints};
 
@@ -28,6 +30,9 @@ pub fn offsets<T: Int>(values: &[T]) -> (T, Vec<<T as Int>::U>) {
         .collect();
     (min, offs)
 }
+
+/// Header (16 B) plus one child-table entry, padded to 8, plus the 8-byte reference.
+const NODE_OVERHEAD: usize = 24 + 8;
 
 impl Encoding for FrameOfReference {
     fn id(&self) -> u16 {
@@ -61,6 +66,21 @@ impl Encoding for FrameOfReference {
         node.meta = reference.to_le_bytes().to_vec();
         node.children.push(encode_child(plan, self, "", &child)?);
         Ok(node)
+    }
+
+    fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
+        let Values::Int(v) = input else {
+            return Some(Err(Error::plan(plan, "for needs integers")));
+        };
+        // A fixed overhead on top of the child.
+        Some(crate::memo::split("for", plan, input, || {
+            Ok(Split {
+                own: NODE_OVERHEAD,
+                children: vec![match_ints!(v, T, x => {
+                    Values::Int(<<T as Int>::U as IntVecOf>::wrap(offsets(x).1))
+                })],
+            })
+        }))
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {

@@ -35,6 +35,7 @@ pub mod dict;
 pub mod float2int;
 pub mod frame;
 pub mod fsst;
+mod memo;
 pub mod node;
 pub mod patch;
 pub mod plain;
@@ -45,7 +46,10 @@ mod testing;
 pub mod words;
 pub mod zigzag;
 
+pub use memo::Split;
 pub use node::{EncodedNode, NodeView};
+
+use std::rc::Rc;
 
 use zipflow_core::plan::THEN;
 use zipflow_core::{Error, MAX_CHUNK_LEN, PType, Plan, Result, Values};
@@ -100,10 +104,35 @@ pub trait Encoding: Send + Sync + 'static {
         let _ = node;
         Vec::new()
     }
-    /// Predicted encoded size in bytes. The default encodes and measures, which is exact;
-    /// primitives override it with something cheaper where they can stay within 10 %.
+    /// What the node makes of `input` before its children are encoded: its own bytes and
+    /// its child streams in slot order, for a node whose size is exactly those bytes plus its
+    /// children's. `None` where the node is a leaf or its size depends on how its children
+    /// turn out. Splits of small streams are remembered for a while (per thread), since a
+    /// plan search splits the same sample many times.
+    fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
+        let _ = (plan, input);
+        None
+    }
+    /// Predicted encoded size in bytes. The default adds the children's estimates to the
+    /// node's own bytes where the node [`split`](Encoding::split)s, and otherwise encodes and
+    /// measures, which is exact; leaves override it with something cheaper where they can
+    /// stay within 10 %.
     fn estimate(&self, plan: &Plan, input: &Values) -> Result<usize> {
-        Ok(self.encode(plan, input)?.size())
+        match self.split(plan, input) {
+            Some(split) => {
+                let split = split?;
+                let mut total = split.own;
+                for (slot, child) in self.slots().iter().zip(&split.children) {
+                    let sub = match plan.get(slot.name) {
+                        Some(p) => p.clone(),
+                        None => slot.default.parse()?,
+                    };
+                    total += estimate(&sub, child)?;
+                }
+                Ok(total)
+            }
+            None => Ok(self.encode(plan, input)?.size()),
+        }
     }
 }
 
@@ -197,6 +226,15 @@ pub fn encode(plan: &Plan, input: &Values) -> Result<EncodedNode> {
 /// Predicts the encoded size of `input` under `plan`.
 pub fn estimate(plan: &Plan, input: &Values) -> Result<usize> {
     lookup(plan, input.ptype())?.estimate(plan, input)
+}
+
+/// How the root primitive of `plan` splits `input` (see [`Encoding::split`]); `None` for a
+/// primitive that does not split.
+pub fn split(plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
+    match lookup(plan, input.ptype()) {
+        Ok(enc) => enc.split(plan, input),
+        Err(e) => Some(Err(e)),
+    }
 }
 
 /// The sub-plan for child slot `slot` of `plan`: as given, or the slot's default.

@@ -62,6 +62,15 @@ impl EncodedNode {
         pad8(HEADER_LEN + 4 * (self.buffers.len() + self.children.len()))
     }
 
+    /// Serialised size of this node once it has `children` more children, not counting the
+    /// children themselves: what the node adds on top of them.
+    pub(crate) fn size_with_children(&self, children: usize) -> usize {
+        pad8(HEADER_LEN + 4 * (self.buffers.len() + self.children.len() + children))
+            + pad8(self.meta.len())
+            + self.buffers.iter().map(|b| pad8(b.len())).sum::<usize>()
+            + self.children.iter().map(EncodedNode::size).sum::<usize>()
+    }
+
     /// Serialised size in bytes (a multiple of 8).
     pub fn size(&self) -> usize {
         self.table_len()

@@ -15,8 +15,10 @@
 //! increasing); buffer 1 = exception values (the stream's type, little-endian); child 0 = the
 //! stream with exceptions replaced by 0, same type and length.
 
+use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView, cast_or_copy};
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
+use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, PType, Plan, Result, Values, match_ints};
 
@@ -174,25 +176,19 @@ impl Encoding for Patch {
     }
 
     fn encode(&self, plan: &Plan, input: &Values) -> Result<EncodedNode> {
-        let Values::Int(v) = input else {
-            return Err(Error::plan(plan, "patch needs integers"));
-        };
-        // Built first: it rejects streams whose positions would not fit in a u32.
-        let mut node = EncodedNode::new(ID, v.ptype(), v.len())?;
-        let (width, positions, values, child) = match_ints!(v, T, x => {
-            let width = resolve_width::<T>(plan, x)?;
-            let (positions, exceptions, cleaned) = split(x, width);
-            let values: Vec<u8> = bytemuck::cast_slice(&exceptions).to_vec();
-            (width, positions, values, Values::Int(T::wrap(cleaned)))
-        });
-        let count = u32::try_from(positions.len())
-            .map_err(|_| Error::unsupported("more than 2^32 - 1 exceptions"))?;
-        node.meta = vec![width as u8];
-        node.meta.extend_from_slice(&count.to_le_bytes());
-        node.buffers.push(bytemuck::cast_slice(&positions).to_vec());
-        node.buffers.push(values);
+        let (mut node, child) = shell(plan, input)?;
         node.children.push(encode_child(plan, self, "", &child)?);
         Ok(node)
+    }
+
+    fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
+        Some(crate::memo::split("patch", plan, input, || {
+            let (node, child) = shell(plan, input)?;
+            Ok(Split {
+                own: node.size_with_children(1),
+                children: vec![child],
+            })
+        }))
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
@@ -230,6 +226,28 @@ impl Encoding for Patch {
             .map(|&w| vec![i64::from(w)])
             .unwrap_or_default()
     }
+}
+
+/// The node without its child, and the patched stream its child encodes.
+fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, Values)> {
+    let Values::Int(v) = input else {
+        return Err(Error::plan(plan, "patch needs integers"));
+    };
+    // Built first: it rejects streams whose positions would not fit in a u32.
+    let mut node = EncodedNode::new(ID, v.ptype(), v.len())?;
+    let (width, positions, values, child) = match_ints!(v, T, x => {
+        let width = resolve_width::<T>(plan, x)?;
+        let (positions, exceptions, cleaned) = split(x, width);
+        let values: Vec<u8> = bytemuck::cast_slice(&exceptions).to_vec();
+        (width, positions, values, Values::Int(T::wrap(cleaned)))
+    });
+    let count = u32::try_from(positions.len())
+        .map_err(|_| Error::unsupported("more than 2^32 - 1 exceptions"))?;
+    node.meta = vec![width as u8];
+    node.meta.extend_from_slice(&count.to_le_bytes());
+    node.buffers.push(bytemuck::cast_slice(&positions).to_vec());
+    node.buffers.push(values);
+    Ok((node, child))
 }
 
 fn resolve_width<T: Int>(plan: &Plan, values: &[T]) -> Result<u32> {

@@ -8,8 +8,10 @@
 //! Node: no meta; child 0 (`values`) = one value per run, same type; child 1 (`runs`) = the
 //! run lengths as u32, each at least 1.
 
+use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
+use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, match_ints};
 
@@ -108,23 +110,24 @@ impl Encoding for Rle {
         result
     }
 
-    fn estimate(&self, plan: &Plan, input: &Values) -> Result<usize> {
+    fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
         let Values::Int(v) = input else {
-            return Err(Error::plan(plan, "rle needs integers"));
+            return Some(Err(Error::plan(plan, "rle needs integers")));
         };
         if u32::try_from(v.len()).is_err() {
-            return Err(Error::unsupported(format!(
+            return Some(Err(Error::unsupported(format!(
                 "stream of {} values exceeds 2^32 - 1",
                 v.len()
-            )));
+            ))));
         }
-        // A fixed overhead on top of the children, so this is as accurate as their estimates.
-        let (values, lengths) = split(v);
-        let values_plan = crate::child_plan(plan, self, "values")?;
-        let runs_plan = crate::child_plan(plan, self, "runs")?;
-        Ok(NODE_OVERHEAD
-            + crate::estimate(&values_plan, &values)?
-            + crate::estimate(&runs_plan, &lengths)?)
+        // A fixed overhead on top of the children.
+        Some(crate::memo::split("rle", plan, input, || {
+            let (values, lengths) = split(v);
+            Ok(Split {
+                own: NODE_OVERHEAD,
+                children: vec![values, lengths],
+            })
+        }))
     }
 }
 

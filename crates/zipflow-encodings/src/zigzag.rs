@@ -3,10 +3,12 @@
 //!
 //! Node: no meta; child 0 = the mapped values, as the unsigned type of the same width.
 
+use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Pattern, Scratch, Slot, bitpack, encode_child, expect_child};
+use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
-use zipflow_core::{Error, Int, PType, Plan, Result, Values, match_ints};
+use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, match_ints};
 
 /// `zigzag`.
 pub struct ZigZag;
@@ -26,6 +28,20 @@ pub fn zigzag(bits: u64, width: u32) -> u64 {
 #[inline(always)]
 pub fn unzigzag(z: u64) -> u64 {
     (z >> 1) ^ (z & 1).wrapping_neg()
+}
+
+/// Header (16 B) plus one child-table entry, padded to 8; no meta.
+const NODE_OVERHEAD: usize = 24;
+
+/// The zigzag child stream of `v`.
+fn zigzagged(v: &IntVec) -> Values {
+    match_ints!(v, T, x => {
+        let z: Vec<<T as Int>::U> = x
+            .iter()
+            .map(|e| <T as Int>::U::from_u64_wrapping(zigzag(e.to_u64(), T::BITS)))
+            .collect();
+        Values::Int(<<T as Int>::U as IntVecOf>::wrap(z))
+    })
 }
 
 impl Encoding for ZigZag {
@@ -52,16 +68,23 @@ impl Encoding for ZigZag {
         let Values::Int(v) = input else {
             return Err(Error::plan(plan, "zigzag needs integers"));
         };
-        let child = match_ints!(v, T, x => {
-            let z: Vec<<T as Int>::U> = x
-                .iter()
-                .map(|e| <T as Int>::U::from_u64_wrapping(zigzag(e.to_u64(), T::BITS)))
-                .collect();
-            Values::Int(<<T as Int>::U as IntVecOf>::wrap(z))
-        });
+        let child = zigzagged(v);
         let mut node = EncodedNode::new(ID, v.ptype(), v.len())?;
         node.children.push(encode_child(plan, self, "", &child)?);
         Ok(node)
+    }
+
+    fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
+        let Values::Int(v) = input else {
+            return Some(Err(Error::plan(plan, "zigzag needs integers")));
+        };
+        // A fixed overhead on top of the child.
+        Some(crate::memo::split("zigzag", plan, input, || {
+            Ok(Split {
+                own: NODE_OVERHEAD,
+                children: vec![zigzagged(v)],
+            })
+        }))
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {

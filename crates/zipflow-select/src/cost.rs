@@ -177,20 +177,10 @@ impl CostTable {
         self.ns.get(name).copied().unwrap_or(UNKNOWN_NS)
     }
 
-    /// Estimated time to decode a stream of `shape` encoded by `plan`, in nanoseconds.
+    /// Estimated time to decode a stream of `shape` encoded by `plan`, in nanoseconds: each
+    /// node's [`own_ns`](CostTable::own_ns) over the [`child_shape`] its parent gives it.
     pub fn decode_ns(&self, plan: &Plan, shape: Shape) -> f64 {
-        let mut own = self.ns_per_value(&plan.name) * shape.values;
-        // `words` costs per byte it writes, for strings too, and places each string as a
-        // dictionary gather does.
-        let words_on_strings = plan.name == "words" && shape.strings;
-        if words_on_strings {
-            own = self.ns_per_value("words") * shape.bytes
-                + self.ns_per_value("strdict") * shape.values;
-        } else if plan.name == "plain" && shape.strings {
-            // Each string is placed (offsets, then Arrow views) one by one, where a
-            // dictionary's rows are gathered from views built once per entry.
-            own += self.ns_per_value("strdict") * shape.values;
-        }
+        let own = self.own_ns(&plan.name, shape);
         let Some(enc) = by_name(&plan.name) else {
             return own;
         };
@@ -206,28 +196,49 @@ impl CostTable {
                     Err(_) => continue,
                 },
             };
-            let per = |f: f64| shape.with_values(shape.values * f, shape.bytes * f);
-            let numbers = |s: Shape| Shape {
-                strings: false,
-                ..s
-            };
-            let sub = match (plan.name.as_str(), slot.name) {
-                // One code per token: for strings at least one per string, else about one
-                // per word of text.
-                ("words", "codes") if words_on_strings => {
-                    let tokens = shape.values.max(shape.bytes / BYTES_PER_TOKEN);
-                    numbers(shape.with_values(tokens, tokens * 4.0))
-                }
-                ("rle", _) => per(shape.runs),
-                (_, "values") | (_, "dict") => per(shape.distinct),
-                (_, "bytes") => numbers(shape.with_values(shape.bytes, shape.bytes)),
-                (_, "refs") => numbers(per(1.0 / zipflow_core::VECTOR_LEN as f64)),
-                _ if slot.name.is_empty() => shape,
-                _ => numbers(shape),
-            };
-            total += self.decode_ns(&child, sub);
+            total += self.decode_ns(&child, child_shape(&plan.name, slot.name, shape));
         }
         total
+    }
+
+    /// Nanoseconds a `name` node takes to decode a stream of `shape`, its children not
+    /// counted.
+    pub fn own_ns(&self, name: &str, shape: Shape) -> f64 {
+        if name == "words" && shape.strings {
+            // `words` costs per byte it writes, for strings too, and places each string as a
+            // dictionary gather does.
+            self.ns_per_value("words") * shape.bytes + self.ns_per_value("strdict") * shape.values
+        } else if name == "plain" && shape.strings {
+            // Each string is placed (offsets, then Arrow views) one by one, where a
+            // dictionary's rows are gathered from views built once per entry.
+            (self.ns_per_value("plain") + self.ns_per_value("strdict")) * shape.values
+        } else {
+            self.ns_per_value(name) * shape.values
+        }
+    }
+}
+
+/// The shape of the stream in child slot `slot` of a `name` node decoding a stream of
+/// `shape`.
+pub fn child_shape(name: &str, slot: &str, shape: Shape) -> Shape {
+    let per = |f: f64| shape.with_values(shape.values * f, shape.bytes * f);
+    let numbers = |s: Shape| Shape {
+        strings: false,
+        ..s
+    };
+    match (name, slot) {
+        // One code per token: for strings at least one per string, else about one per word of
+        // text.
+        ("words", "codes") if shape.strings => {
+            let tokens = shape.values.max(shape.bytes / BYTES_PER_TOKEN);
+            numbers(shape.with_values(tokens, tokens * 4.0))
+        }
+        ("rle", _) => per(shape.runs),
+        (_, "values") | (_, "dict") => per(shape.distinct),
+        (_, "bytes") => numbers(shape.with_values(shape.bytes, shape.bytes)),
+        (_, "refs") => numbers(per(1.0 / zipflow_core::VECTOR_LEN as f64)),
+        _ if slot.is_empty() => shape,
+        _ => numbers(shape),
     }
 }
 
