@@ -7,7 +7,16 @@
 //! change of type, not a step of the cascade: it does not count.
 //!
 //! [`select`] runs the cascade on a stratified sample with a fixed layout (so the same input
-//! always gives the same plan):
+//! always gives the same plan). A plan's estimated size is its nodes' own bytes plus its
+//! children's sizes ([`zipflow_encodings::Encoding::split`]), and its estimated decode time the
+//! same sum over nodes, so for every objective but [`Objective::MinDecodeGbs`] the best plan
+//! for a stream is: the best of each leaf, and of each inner primitive with, in each slot, the
+//! best plan for that child stream, found the same way one level less deep. The cascade scores
+//! each (stream, form) pair once, a few hundred instead of the space's thousands of plans, and
+//! finds the same best plan as [`exhaustive`], which scores every plan of the space (and is
+//! what `zipflow bench selection` compares against).
+//!
+//! `MinDecodeGbs` is a bound, not a sum, so it keeps a slot-by-slot refinement:
 //! 1. every leaf, and every inner primitive with its default children (`bitpack` children
 //!    where the defaults do not fit the depth limit);
 //! 2. each of those has its child slots refined: each slot, with the rest of the plan fixed,
@@ -15,11 +24,6 @@
 //!    children) and keeps the best;
 //! 3. the best [`BEAM`] results are refined further down, breadth first, the children of each
 //!    kept form the same way, to the depth limit.
-//!
-//! Sizes add up over children, so refining one slot at a time finds the best plan whenever
-//! the slots' best choices do not depend on each other, which is what sizes of independent
-//! child streams do; [`exhaustive`] scores every plan of the space to check it (and is what
-//! `zipflow bench selection` compares against).
 //!
 //! Each candidate is scored by [`Objective`]: its estimated size (from the encodings'
 //! `estimate`) and its estimated decode time (from the [`CostTable`]).
@@ -124,7 +128,8 @@ pub struct Selection {
     pub objective: Objective,
     /// Scored candidates, best first.
     pub ranked: Vec<Candidate>,
-    /// How many plans were scored.
+    /// How many plans were scored (for the stream-by-stream cascade: how many leaves were
+    /// estimated and streams split, one per (stream, form) pair).
     pub evaluated: usize,
     /// Values in the stream.
     pub values: usize,
@@ -141,7 +146,7 @@ impl Selection {
     /// A few lines that say what was considered and why the winner won.
     pub fn explain(&self, top: usize) -> String {
         let mut out = format!(
-            "objective {}; {} plans scored on a sample of {} of {} values\n",
+            "objective {}; {} plans or child-stream forms scored on a sample of {} of {} values\n",
             self.objective, self.evaluated, self.sampled, self.values
         );
         for (i, c) in self.ranked.iter().take(top).enumerate() {
