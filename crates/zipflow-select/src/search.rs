@@ -442,6 +442,11 @@ pub fn string_space(sample: &Values, depth: usize) -> Vec<Plan> {
 /// node's size is its children's sizes plus a fixed header), then the composed plans and the
 /// fixed candidate list are scored whole on the sample.
 fn select_strings(scorer: &mut Scorer<'_>, options: &SelectOptions) {
+    // A child stream's plan is chosen by the child's own shape, the whole plan by shapes
+    // derived from the parent's, so the fixed list stays as a check on the composed plans.
+    for p in crate::candidates(PType::Bytes) {
+        scorer.score(&p);
+    }
     let room = options.depth.saturating_sub(1);
     let child_options = SelectOptions {
         depth: room,
