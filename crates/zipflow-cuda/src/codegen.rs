@@ -282,7 +282,7 @@ typedef float f32;
 typedef double f64;
 #define ZF_NPRM @NPRM@
 // Consecutive values per thread in each step of a delta scan.
-#define ZF_DELTA_ITEMS 8u
+#define ZF_DELTA_ITEMS 4u
 #define ZF_ERR_DICT 1
 #define ZF_ERR_RLE_ZERO 2
 #define ZF_ERR_RLE_SUM 4
@@ -701,44 +701,57 @@ impl Gen<'_> {
             }
             Op::Delta => format!(
                 r#"  {{ // node {k}: delta: wrapping prefix sum over the chunk, tile by tile
-    // Each warp scans a run of 32 x ZF_DELTA_ITEMS values, 32 consecutive ones per step
-    // (coalesced reads and writes), then the warps' totals give each warp its offset.
-    __shared__ {a} zf_wt{k}[ZF_THREADS / 32u];
     const u32 n = (u32)e.prm[{b}];
     const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     {a} carry = ({a})e.prm[{base}];
+    // Each thread sums ZF_DELTA_ITEMS consecutive values in registers; one warp scan of the
+    // threads' sums and the warps' totals give each thread its offset. The tile goes out
+    // through shared memory in coalesced rows; both shared arrays alternate between two
+    // halves, so the next tile needs no barrier before it writes them.
+    __shared__ {a} zf_w2{k}[2u * (ZF_THREADS / 32u)];
+    __shared__ {a} zf_st{k}[2u * ZF_THREADS * ZF_DELTA_ITEMS];
+    u32 half = 0u;
     for (u32 t0 = 0u; t0 < n; t0 += ZF_THREADS * ZF_DELTA_ITEMS) {{
-      const u32 seg = t0 + warp * 32u * ZF_DELTA_ITEMS + lane;
+      const u32 first = t0 + threadIdx.x * ZF_DELTA_ITEMS;
       {a} v[ZF_DELTA_ITEMS];
       {a} run = ({a})0;
 #pragma unroll
       for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
-        const u32 p = seg + i * 32u;
-        {a} x = p < n ? ({a})zf_n{c}(e, p) : ({a})0;
-#pragma unroll
-        for (u32 d = 1u; d < 32u; d <<= 1) {{
-          const {a} y = __shfl_up_sync(0xffffffffu, x, d);
-          if (lane >= d) x += y;
-        }}
-        v[i] = run + x;
-        run += __shfl_sync(0xffffffffu, x, 31);
+        const u32 p = first + i;
+        run += p < n ? ({a})zf_n{c}(e, p) : ({a})0;
+        v[i] = run;
       }}
-      if (lane == 0u) zf_wt{k}[warp] = run;
+      {a} x = run;
+#pragma unroll
+      for (u32 d = 1u; d < 32u; d <<= 1) {{
+        const {a} y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= d) x += y;
+      }}
+      {a}* wt = zf_w2{k} + half * (ZF_THREADS / 32u);
+      {a}* st = zf_st{k} + half * (ZF_THREADS * ZF_DELTA_ITEMS);
+      if (lane == 31u) wt[warp] = x;
       __syncthreads();
-      {a} off = ({a})0, tot = ({a})0;
+      {a} off = x - run, tot = ({a})0;
       for (u32 w = 0u; w < ZF_THREADS / 32u; ++w) {{
-        const {a} t = zf_wt{k}[w];
+        const {a} t = wt[w];
         if (w < warp) off += t;
         tot += t;
       }}
+      off += carry;
 #pragma unroll
       for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
-        const u32 p = seg + i * 32u;
-        if (p < n) {bi} = ({t})({u})(carry + off + v[i]);
+        st[threadIdx.x * ZF_DELTA_ITEMS + i] = off + v[i];
+      }}
+      __syncthreads();
+#pragma unroll
+      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
+        const u32 p = t0 + i * ZF_THREADS + threadIdx.x;
+        if (p < n) {bi} = ({t})({u})st[i * ZF_THREADS + threadIdx.x];
       }}
       carry += tot;
-      __syncthreads();
+      half ^= 1u;
     }}
+    __syncthreads();
   }}
 "#,
                 base = b + 1,
