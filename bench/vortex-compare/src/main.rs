@@ -116,7 +116,12 @@ fn main() -> Result<()> {
         &zf.reused,
     );
     row(
-        "zipflow, to Arrow arrays (size: chunk payloads)",
+        "zipflow, to Arrow arrays in recycled buffers (size: chunk payloads)",
+        zf_total,
+        &zf.to_arrow_pooled,
+    );
+    row(
+        "zipflow, to fresh Arrow arrays (size: chunk payloads)",
         zf_total,
         &zf.to_arrow,
     );

@@ -7,6 +7,7 @@ use arrow::record_batch::RecordBatch;
 use std::path::Path;
 use zipflow_encodings::Scratch;
 use zipflow_format::ZfFile;
+use zipflow_format::arrow::ArrayPool;
 use zipflow_format::table::{TableWriter, WriteOptions};
 
 /// Sizes and decode times of zipflow on one table.
@@ -20,6 +21,9 @@ pub struct ZipflowResult {
     pub reused: Timing,
     /// Every chunk of every column to a fresh Arrow array of the original type (`read_array`).
     pub to_arrow: Timing,
+    /// The same into recycled buffers (`read_array_in`, each array handed back with
+    /// `ArrayPool::recycle` before the next).
+    pub to_arrow_pooled: Timing,
 }
 
 /// Writes `batches` to `path` (replacing it), checks every value comes back, and times
@@ -75,11 +79,23 @@ pub fn run(
         }
         Ok(())
     })?;
+    let mut pool = ArrayPool::default();
+    let to_arrow_pooled = measure(runs, || {
+        for c in 0..ncol {
+            for i in 0..zf.num_chunks() {
+                let array = zf.read_array_in(c, i, &mut pool)?;
+                std::hint::black_box(&array);
+                pool.recycle(array);
+            }
+        }
+        Ok(())
+    })?;
     Ok(ZipflowResult {
         column_bytes,
         file_bytes: summary.bytes,
         reused,
         to_arrow,
+        to_arrow_pooled,
     })
 }
 
