@@ -24,6 +24,9 @@ pub struct Split {
 const MAX_LEN: usize = 1 << 14;
 /// Splits kept per thread.
 const ENTRIES: usize = 64;
+/// Bytes of streams kept per thread (inputs copied and child streams), so a thread that
+/// searched keeps little memory once it is done.
+const BUDGET: usize = 8 << 20;
 
 /// Which stream an entry split.
 enum Key {
@@ -38,6 +41,8 @@ struct Entry {
     name: &'static str,
     params: Vec<i64>,
     key: Key,
+    /// Bytes this entry holds: its input copy and its child streams.
+    bytes: usize,
     split: Rc<Split>,
 }
 
@@ -111,14 +116,21 @@ pub(crate) fn split(
         return Ok(found);
     }
     let made = Rc::new(split()?);
+    let bytes = made.children.iter().map(Values::plain_size).sum::<usize>()
+        + match &key {
+            Key::Content(_, v) => v.plain_size(),
+            Key::Child(..) => 0,
+        };
     SPLITS.with_borrow_mut(|s| {
-        if s.len() == ENTRIES {
-            s.remove(0);
+        let mut held: usize = s.iter().map(|e| e.bytes).sum();
+        while !s.is_empty() && (s.len() >= ENTRIES || held + bytes > BUDGET) {
+            held -= s.remove(0).bytes;
         }
         s.push(Entry {
             name,
             params: plan.params.clone(),
             key,
+            bytes,
             split: Rc::clone(&made),
         });
     });
