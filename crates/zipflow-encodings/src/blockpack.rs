@@ -263,11 +263,8 @@ impl Encoding for BlockPack {
     }
 
     fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
-        let Values::Int(v) = input else {
-            return Some(Err(Error::plan(plan, "blockpack needs integers")));
-        };
         // Exact: the widths are the encoder's, only the references child is estimated.
-        Some(crate::memo::split("blockpack", plan, input, || {
+        crate::memo::split_ints("blockpack", plan, input, |v| {
             let (own, refs) = match_ints!(v, T, x => {
                 let (refs, needs) = block_stats(x);
                 let widths = choose_widths(&needs, T::BITS);
@@ -277,7 +274,7 @@ impl Encoding for BlockPack {
                 own,
                 children: vec![refs],
             })
-        }))
+        })
     }
 }
 

@@ -113,16 +113,13 @@ impl Encoding for Delta {
     }
 
     fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
-        let Values::Int(v) = input else {
-            return Some(Err(Error::plan(plan, "delta needs integers")));
-        };
         // The node adds a fixed overhead to its child.
-        Some(crate::memo::split("delta", plan, input, || {
+        crate::memo::split_ints("delta", plan, input, |v| {
             Ok(Split {
                 own: NODE_OVERHEAD,
                 children: vec![match_ints!(v, T, x => Values::Int(T::wrap(deltas(x).1)))],
             })
-        }))
+        })
     }
 }
 

@@ -135,17 +135,14 @@ impl Encoding for Dict {
     }
 
     fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
-        let Values::Int(v) = input else {
-            return Some(Err(Error::plan(plan, "dict needs integers")));
-        };
         // A fixed overhead on top of the children.
-        Some(crate::memo::split("dict", plan, input, || {
+        crate::memo::split_ints("dict", plan, input, |v| {
             let (codes, dict) = split(v);
             Ok(Split {
                 own: NODE_OVERHEAD,
                 children: vec![codes, dict],
             })
-        }))
+        })
     }
 }
 

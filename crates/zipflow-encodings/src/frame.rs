@@ -69,18 +69,15 @@ impl Encoding for FrameOfReference {
     }
 
     fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
-        let Values::Int(v) = input else {
-            return Some(Err(Error::plan(plan, "for needs integers")));
-        };
         // A fixed overhead on top of the child.
-        Some(crate::memo::split("for", plan, input, || {
+        crate::memo::split_ints("for", plan, input, |v| {
             Ok(Split {
                 own: NODE_OVERHEAD,
                 children: vec![match_ints!(v, T, x => {
                     Values::Int(<<T as Int>::U as IntVecOf>::wrap(offsets(x).1))
                 })],
             })
-        }))
+        })
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {

@@ -123,11 +123,7 @@ pub trait Encoding: Send + Sync + 'static {
                 let split = split?;
                 let mut total = split.own;
                 for (slot, child) in self.slots().iter().zip(&split.children) {
-                    let sub = match plan.get(slot.name) {
-                        Some(p) => p.clone(),
-                        None => slot.default.parse()?,
-                    };
-                    total += estimate(&sub, child)?;
+                    total += estimate(&slot_plan(plan, slot)?, child)?;
                 }
                 Ok(total)
             }
@@ -249,6 +245,14 @@ pub fn child_plan(plan: &Plan, enc: &dyn Encoding, slot: &str) -> Result<Plan> {
         ));
     };
     s.default.parse()
+}
+
+/// The sub-plan `plan` gives child slot `slot`, or the slot's default.
+fn slot_plan(plan: &Plan, slot: &Slot) -> Result<Plan> {
+    match plan.get(slot.name) {
+        Some(p) => Ok(p.clone()),
+        None => slot.default.parse(),
+    }
 }
 
 /// Encodes child stream `input` of `plan`'s slot `slot`.

@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use zipflow_core::{Plan, Result, Values};
+use zipflow_core::{Error, IntVec, Plan, Result, Values};
 
 /// What a primitive makes of a stream before its children are encoded.
 #[derive(Debug)]
@@ -135,6 +135,20 @@ pub(crate) fn split(
         });
     });
     Ok(made)
+}
+
+/// [`split`] for a primitive of integers: an error naming it for any other stream, else the
+/// split `make` makes of the integers.
+pub(crate) fn split_ints(
+    name: &'static str,
+    plan: &Plan,
+    input: &Values,
+    make: impl FnOnce(&IntVec) -> Result<Split>,
+) -> Option<Result<Rc<Split>>> {
+    let Values::Int(v) = input else {
+        return Some(Err(Error::plan(plan, format!("{name} needs integers"))));
+    };
+    Some(split(name, plan, input, || make(v)))
 }
 
 /// A cheap fingerprint of a stream's bytes (its length and 32 words spread over it): it tells

@@ -58,10 +58,6 @@ impl EncodedNode {
         })
     }
 
-    fn table_len(&self) -> usize {
-        pad8(HEADER_LEN + 4 * (self.buffers.len() + self.children.len()))
-    }
-
     /// Serialised size of this node once it has `children` more children, not counting the
     /// children themselves: what the node adds on top of them.
     pub(crate) fn size_with_children(&self, children: usize) -> usize {
@@ -73,10 +69,7 @@ impl EncodedNode {
 
     /// Serialised size in bytes (a multiple of 8).
     pub fn size(&self) -> usize {
-        self.table_len()
-            + pad8(self.meta.len())
-            + self.buffers.iter().map(|b| pad8(b.len())).sum::<usize>()
-            + self.children.iter().map(EncodedNode::size).sum::<usize>()
+        self.size_with_children(0)
     }
 
     /// Bytes of buffers and metadata only, without headers and padding: what the data costs.

@@ -111,23 +111,20 @@ impl Encoding for Rle {
     }
 
     fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
-        let Values::Int(v) = input else {
-            return Some(Err(Error::plan(plan, "rle needs integers")));
-        };
-        if u32::try_from(v.len()).is_err() {
-            return Some(Err(Error::unsupported(format!(
-                "stream of {} values exceeds 2^32 - 1",
-                v.len()
-            ))));
-        }
         // A fixed overhead on top of the children.
-        Some(crate::memo::split("rle", plan, input, || {
+        crate::memo::split_ints("rle", plan, input, |v| {
+            if u32::try_from(v.len()).is_err() {
+                return Err(Error::unsupported(format!(
+                    "stream of {} values exceeds 2^32 - 1",
+                    v.len()
+                )));
+            }
             let (values, lengths) = split(v);
             Ok(Split {
                 own: NODE_OVERHEAD,
                 children: vec![values, lengths],
             })
-        }))
+        })
     }
 }
 

@@ -75,16 +75,13 @@ impl Encoding for ZigZag {
     }
 
     fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
-        let Values::Int(v) = input else {
-            return Some(Err(Error::plan(plan, "zigzag needs integers")));
-        };
         // A fixed overhead on top of the child.
-        Some(crate::memo::split("zigzag", plan, input, || {
+        crate::memo::split_ints("zigzag", plan, input, |v| {
             Ok(Split {
                 own: NODE_OVERHEAD,
                 children: vec![zigzagged(v)],
             })
-        }))
+        })
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {

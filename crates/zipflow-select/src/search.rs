@@ -498,8 +498,9 @@ struct Scorer<'a> {
     options: &'a SelectOptions,
     /// Size, decode time and speed of every plan scored (`None`: it cannot encode the sample).
     seen: FxHashMap<Plan, Option<(usize, f64, f64)>>,
-    /// Streams split and leaves estimated by the stream-by-stream cascade.
-    splits: usize,
+    /// (stream, form) pairs the stream-by-stream cascade scored: streams split, leaves
+    /// estimated.
+    forms_scored: usize,
 }
 
 impl<'a> Scorer<'a> {
@@ -512,7 +513,7 @@ impl<'a> Scorer<'a> {
             plain_bytes: values.plain_size() as f64,
             options,
             seen: FxHashMap::default(),
-            splits: 0,
+            forms_scored: 0,
         }
     }
 
@@ -569,12 +570,10 @@ pub fn rank_by(c: &mut [Candidate], objective: Objective) {
 fn order(a: &Candidate, b: &Candidate, objective: Objective) -> std::cmp::Ordering {
     let key = |c: &Candidate| -> (u8, f64) {
         let size = c.size as f64;
-        match objective {
-            Objective::Smallest => (0, size + c.decode_ns * 1e-9),
-            Objective::Balanced => (0, size / BALANCED_BYTES_PER_NS + c.decode_ns),
-            Objective::Fastest => (0, size / FASTEST_BYTES_PER_NS + c.decode_ns),
-            Objective::MinDecodeGbs(x) if c.decode_gbs >= x => (0, size),
-            Objective::MinDecodeGbs(_) => (1, c.decode_ns),
+        match (additive_key(objective), objective) {
+            (Some((per_byte, per_ns)), _) => (0, size * per_byte + c.decode_ns * per_ns),
+            (None, Objective::MinDecodeGbs(x)) if c.decode_gbs >= x => (0, size),
+            (None, _) => (1, c.decode_ns),
         }
     };
     let (ka, kb) = (key(a), key(b));
@@ -685,11 +684,11 @@ pub fn select(values: &Values, text: bool, options: &SelectOptions) -> Selection
             scorer.score(&p);
         }
     } else if let Some(key) = additive_key(options.objective) {
-        let roots = by_streams(&sample, &mut scorer, f, options.depth, key);
+        let roots = by_streams(&mut scorer, f, options.depth, key);
         return Selection {
             objective: options.objective,
             ranked: roots,
-            evaluated: scorer.splits,
+            evaluated: scorer.forms_scored,
             values: values.len(),
             sampled: sample.len(),
         };
@@ -746,13 +745,12 @@ struct Sub {
 /// whole space while scoring each (stream, form) pair once. Returns the root forms, best
 /// first.
 fn by_streams(
-    sample: &Values,
     scorer: &mut Scorer<'_>,
     family: Family,
     room: usize,
     key: (f64, f64),
 ) -> Vec<Candidate> {
-    let shape = scorer.shape;
+    let (sample, shape) = (scorer.sample, scorer.shape);
     let mut roots = Vec::new();
     if family == Family::Float {
         for leaf in ["constant", "plain"] {
@@ -787,16 +785,12 @@ fn by_streams(
         .into_iter()
         .map(|r| {
             let decode_ns = r.ns.max(1e-3);
-            let c = Candidate {
+            Candidate {
                 plan: r.plan,
                 size: r.size.round() as usize,
                 decode_ns,
                 decode_gbs: scorer.plain_bytes / decode_ns,
-            };
-            scorer
-                .seen
-                .insert(c.plan.clone(), Some((c.size, c.decode_ns, c.decode_gbs)));
-            c
+            }
         })
         .collect();
     rank_by(&mut ranked, scorer.options.objective);
@@ -826,7 +820,7 @@ fn forms(
         let Some(Ok(split)) = zipflow_encodings::split(&Plan::new(*name), stream) else {
             continue;
         };
-        scorer.splits += 1;
+        scorer.forms_scored += 1;
         let mut sub = Sub {
             plan: Plan::new(*name),
             size: split.own as f64 * scorer.scale,
@@ -854,7 +848,7 @@ fn weigh(s: &Sub, (per_byte, per_ns): (f64, f64)) -> f64 {
 /// Leaf `name` on `stream`, if it can encode it.
 fn leaf_sub(stream: &Values, shape: Shape, name: &str, scorer: &mut Scorer<'_>) -> Option<Sub> {
     let plan = Plan::new(name);
-    scorer.splits += 1;
+    scorer.forms_scored += 1;
     let size = estimate(&plan, stream).ok()?;
     Some(Sub {
         ns: scorer.options.costs.decode_ns(&plan, shape),
