@@ -40,6 +40,8 @@ pub struct VortexFigures {
     pub array_bytes: u64,
     /// Executing every compressed array to an Arrow struct array.
     pub arrays_to_arrow: Timing,
+    /// Per column: the column's batches compressed alone, executed to Arrow.
+    pub column_to_arrow: Vec<Timing>,
 }
 
 /// Compresses `batches` both ways, checks every value comes back, and times decoding to
@@ -110,7 +112,33 @@ pub fn run(schema: &SchemaRef, batches: &[RecordBatch], runs: usize) -> Result<V
         Ok(())
     })?;
 
+    let mut column_to_arrow = Vec::with_capacity(schema.fields().len());
+    for (c, f) in schema.fields().iter().enumerate() {
+        let one = SchemaRef::new(arrow59_schema::Schema::new(vec![f.clone()]));
+        let field = Field::new_struct("", one.fields().clone(), false);
+        let compressed = batches
+            .iter()
+            .map(|b| {
+                let b = RecordBatch::try_new(one.clone(), vec![b.column(c).clone()])?;
+                let a = session.arrow().from_arrow_record_batch(b, &one)?;
+                Ok(compressor.compress(&a, &mut ctx)?)
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        column_to_arrow.push(measure(runs, || {
+            for a in &compressed {
+                let mut ctx = session.create_execution_ctx();
+                std::hint::black_box(session.arrow().execute_arrow(
+                    a.clone(),
+                    Some(&field),
+                    &mut ctx,
+                )?);
+            }
+            Ok(())
+        })?);
+    }
+
     Ok(VortexFigures {
+        column_to_arrow,
         file_bytes,
         column_bytes,
         file_to_arrow,

@@ -24,6 +24,8 @@ pub struct ZipflowResult {
     /// The same into recycled buffers (`read_array_in`, each array handed back with
     /// `ArrayPool::recycle` before the next).
     pub to_arrow_pooled: Timing,
+    /// Per column: its chunks alone, as `to_arrow_pooled`.
+    pub column_to_arrow: Vec<Timing>,
 }
 
 /// Writes `batches` to `path` (replacing it), checks every value comes back, and times
@@ -90,7 +92,20 @@ pub fn run(
         }
         Ok(())
     })?;
+    let column_to_arrow = (0..ncol)
+        .map(|c| {
+            measure(runs, || {
+                for i in 0..zf.num_chunks() {
+                    let array = zf.read_array_in(c, i, &mut pool)?;
+                    std::hint::black_box(&array);
+                    pool.recycle(array);
+                }
+                Ok(())
+            })
+        })
+        .collect::<Result<_>>()?;
     Ok(ZipflowResult {
+        column_to_arrow,
         column_bytes,
         file_bytes: summary.bytes,
         reused,

@@ -232,59 +232,145 @@ fn gather<T: Int, C: Int + BitPacking + IntVecOf>(
     result
 }
 
-/// [`gather`] for a `bitpack` codes child, fused: unpack a vector of codes into a stack buffer,
-/// check it, look it up straight into the output.
+/// Looks up each vector of bit-packed `codes` in `dict` into `buf` and hands it to `f`.
+fn lookup_runs<T: Int, C: Int + BitPacking>(
+    codes: &NodeView<'_>,
+    dict: &[T],
+    buf: &mut [T; VECTOR_LEN],
+    f: &mut impl FnMut(&[T]) -> Result<()>,
+) -> Result<()> {
+    for_each_code_vector::<C>(codes, dict.len(), |_, c| {
+        let out = &mut buf[..c.len()];
+        for (o, &c) in out.iter_mut().zip(c) {
+            // SAFETY: `for_each_code_vector` checked every code against `dict.len()`.
+            *o = unsafe { *dict.get_unchecked(c.to_u64() as usize) };
+        }
+        f(out)
+    })
+}
+
+/// [`gather`] for a `bitpack` codes child, fused: each vector of codes is unpacked into a
+/// stack buffer, checked, and looked up straight into the output.
 fn gather_packed<T: Int, C: Int + BitPacking>(
     codes: &NodeView<'_>,
     dict: &[T],
     len: usize,
     out: &mut Vec<T>,
 ) -> Result<()> {
-    let mut copy = Vec::new();
-    let p = bitpack::view::<C>(codes, &mut copy)?;
-    if len == 0 {
-        out.clear();
-        return Ok(());
-    }
-    let Some(&first) = dict.first() else {
-        return Err(out_of_range(0, 0));
-    };
-    if p.width == 0 {
-        // Every code is 0.
-        out.clear();
-        out.resize(len, first);
-        return Ok(());
+    if codes.len != len {
+        return Err(Error::corrupt("dictionary codes of the wrong length"));
     }
     crate::resize_for_overwrite(out, len, T::ZERO);
+    for_each_code_vector::<C>(codes, dict.len(), |i, vector| {
+        let dst = &mut out[i * VECTOR_LEN..i * VECTOR_LEN + vector.len()];
+        for (o, &c) in dst.iter_mut().zip(vector) {
+            // SAFETY: `for_each_code_vector` checked every code against `dict.len()`.
+            *o = unsafe { *dict.get_unchecked(c.to_u64() as usize) };
+        }
+        Ok(())
+    })
+}
+
+/// Unpacks a `bitpack` codes child a vector at a time into a stack buffer and hands `f` the
+/// vector's index and its codes (the stream's part of it), each checked to index a
+/// dictionary of `entries` values.
+fn for_each_code_vector<C: Int + BitPacking>(
+    codes: &NodeView<'_>,
+    entries: usize,
+    mut f: impl FnMut(usize, &[C]) -> Result<()>,
+) -> Result<()> {
+    let mut copy = Vec::new();
+    let p = bitpack::view::<C>(codes, &mut copy)?;
+    let len = codes.len;
+    if len > 0 && entries == 0 {
+        return Err(out_of_range(0, 0));
+    }
     // The largest code `width` bits can hold; if it indexes the dictionary, so does every code.
-    let widest = u64::MAX >> (64 - p.width);
-    let check = widest >= dict.len() as u64;
-    let per_vector = VECTOR_LEN * p.width / C::BITS as usize;
+    let widest = if p.width == 0 {
+        0
+    } else {
+        u64::MAX >> (64 - p.width)
+    };
+    let check = widest >= entries as u64;
     let mut buf = [C::ZERO; VECTOR_LEN];
-    for (src, dst) in p
-        .words
-        .chunks_exact(per_vector)
-        .zip(out.chunks_mut(VECTOR_LEN))
-    {
+    if p.width == 0 {
+        for (i, start) in (0..len).step_by(VECTOR_LEN).enumerate() {
+            f(i, &buf[..VECTOR_LEN.min(len - start)])?;
+        }
+        return Ok(());
+    }
+    let per_vector = VECTOR_LEN * p.width / C::BITS as usize;
+    for (i, src) in p.words.chunks_exact(per_vector).enumerate() {
         // SAFETY: `bitpack::view` checked `width <= C::BITS` and that `words` holds exactly
         // `vectors(len)` vectors of `per_vector` words; `buf` is one 1024-value vector.
         unsafe { C::unchecked_unpack(p.width, src, &mut buf) };
-        // Only the first `dst.len()` codes are the stream's; the last vector's padding is
-        // neither checked nor used.
-        let vector = &buf[..dst.len()];
+        // Only the first codes of the last vector are the stream's; its padding is neither
+        // checked nor used.
+        let vector = &buf[..VECTOR_LEN.min(len - i * VECTOR_LEN)];
         if check {
             let max = vector.iter().copied().max().map_or(0, Int::to_u64);
-            if max >= dict.len() as u64 {
-                return Err(out_of_range(max, dict.len()));
+            if max >= entries as u64 {
+                return Err(out_of_range(max, entries));
             }
         }
-        for (o, &c) in dst.iter_mut().zip(vector) {
-            // SAFETY: `c` is below `dict.len()`: either the vector's maximum was checked just
-            // above, or `check` is false because no `width`-bit code reaches `dict.len()`.
-            *o = unsafe { *dict.get_unchecked(c.to_u64() as usize) };
-        }
+        f(i, vector)?;
     }
     Ok(())
+}
+
+/// Streams a `dict` node whose codes are bit-packed, a vector at a time (see
+/// [`crate::runs::for_each_run`]); other codes are decoded whole, as [`Dict::decode`] does.
+pub(crate) fn for_each_run<T: Int + IntVecOf>(
+    node: &NodeView<'_>,
+    scratch: &mut Scratch,
+    mut f: impl FnMut(&[T]) -> Result<()>,
+) -> Result<()> {
+    node.expect_shape("dict", 0, 2)?;
+    node.meta_reader().finish("dict")?;
+    expect_child(node, 1, "values", node.ptype, None)?;
+    let entries = node.children[1].len;
+    expect_child(node, 0, "codes", code_type(entries), Some(node.len))?;
+    if entries > node.len {
+        return Err(Error::corrupt(format!(
+            "dictionary of {entries} values for a stream of {}",
+            node.len
+        )));
+    }
+    let codes = &node.children[0];
+    if codes.id != bitpack::ID {
+        let mut out = Values::Int(T::wrap(Vec::new()));
+        Dict.decode(node, &mut out, scratch)?;
+        return match &out {
+            Values::Int(v) => T::slice(v).map_or_else(
+                || Err(Error::corrupt("decoded values of the wrong type")),
+                |v| f(v),
+            ),
+            _ => Err(Error::corrupt("decoded values are not integers")),
+        };
+    }
+    let decoded = scratch.decode(&node.children[1])?;
+    let result = (|| {
+        let Values::Int(d) = &decoded else {
+            return Err(Error::corrupt("dictionary values are not integers"));
+        };
+        let Some(d) = T::slice(d) else {
+            return Err(Error::corrupt("dictionary values have the wrong type"));
+        };
+        if !d.windows(2).all(|w| w[0] < w[1]) {
+            return Err(Error::corrupt(
+                "dictionary values are not strictly increasing",
+            ));
+        }
+        let mut buf = [T::ZERO; VECTOR_LEN];
+        match codes.ptype {
+            PType::U8 => lookup_runs::<T, u8>(codes, d, &mut buf, &mut f),
+            PType::U16 => lookup_runs::<T, u16>(codes, d, &mut buf, &mut f),
+            PType::U32 => lookup_runs::<T, u32>(codes, d, &mut buf, &mut f),
+            p => Err(Error::corrupt(format!("dictionary codes of type {p}"))),
+        }
+    })();
+    scratch.give(decoded);
+    result
 }
 
 #[cfg(test)]

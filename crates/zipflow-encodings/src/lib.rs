@@ -40,6 +40,7 @@ pub mod node;
 pub mod patch;
 pub mod plain;
 pub mod rle;
+pub mod runs;
 pub mod strdict;
 #[cfg(test)]
 mod testing;

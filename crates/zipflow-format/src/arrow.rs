@@ -44,6 +44,7 @@ use arrow::datatypes::{
 use zipflow_core::types::TimeUnit;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{ColumnType, Error, IntVec, PType, Result, Values};
+use zipflow_encodings::{NodeView, Scratch};
 
 use crate::file::Validity;
 
@@ -487,15 +488,18 @@ fn string_array_pooled<O: OffsetSizeTrait>(
     arr.map_err(|e| Error::external(format!("column `{name}`: rebuilding strings"), e))
 }
 
-/// A string or binary view array straight from a string dictionary and its codes: one view
-/// per dictionary entry, then one 16-byte view per row gathered by code, with the dictionary's
-/// bytes as the only data buffer. No row's bytes are copied.
+/// A string or binary view array straight from a string dictionary and the node of its `rows`
+/// codes: one view per dictionary entry, then one 16-byte view per row gathered by code as the
+/// codes stream, with the dictionary's bytes as the only data buffer. No row's bytes are
+/// copied, and the codes are never written out whole.
 pub fn dict_view_array(
     name: &str,
-    codes: &[u32],
+    codes: &NodeView<'_>,
+    rows: usize,
     dict: ByteStrings,
     utf8: bool,
     views: Vec<u128>,
+    scratch: &mut Scratch,
 ) -> Result<ArrayRef> {
     let bad = |what: &str| Error::corrupt(format!("column `{name}`: {what}"));
     if u32::try_from(dict.data.len()).is_err() {
@@ -529,21 +533,35 @@ pub fn dict_view_array(
             len | (u128::from(prefix) << 32) | ((start as u128) << 96)
         });
     }
-    let n = entry_views.len();
     let mut views = views;
     views.clear();
-    views.reserve(codes.len());
-    let mut out_of_range = false;
-    // A sentinel view for out-of-range codes keeps the loop branch-free; they are reported
-    // after it.
-    entry_views.push(0);
-    views.extend(codes.iter().map(|&c| {
-        let c = c as usize;
-        out_of_range |= c >= n;
-        entry_views[c.min(n)]
-    }));
-    if out_of_range {
-        return Err(bad("a string code lies outside its dictionary"));
+    views.reserve(rows);
+    let entries = entry_views.len();
+    zipflow_encodings::runs::for_each_run::<u32>(codes, scratch, |run| {
+        // One vectorised pass checks the run, so the gather needs no check per row.
+        if run
+            .iter()
+            .copied()
+            .max()
+            .is_some_and(|m| m as usize >= entries)
+        {
+            return Err(bad("a string code lies outside its dictionary"));
+        }
+        if views.len() + run.len() > rows {
+            return Err(bad("more string codes than rows"));
+        }
+        let (src, dst) = (entry_views.as_ptr(), views.as_mut_ptr());
+        let at = views.len();
+        for (i, &c) in run.iter().enumerate() {
+            // SAFETY: `c < entries` (checked above), and `at + i < rows`, the capacity.
+            unsafe { dst.add(at + i).write(src.add(c as usize).read()) };
+        }
+        // SAFETY: the loop initialised the views up to `at + run.len()`.
+        unsafe { views.set_len(at + run.len()) };
+        Ok(())
+    })?;
+    if views.len() != rows {
+        return Err(bad("fewer string codes than rows"));
     }
     let buffers: Arc<[Buffer]> = Arc::from(vec![Buffer::from_vec(dict.data)]);
     let views = ScalarBuffer::from(views);
@@ -558,6 +576,32 @@ pub fn dict_view_array(
             Arc::new(BinaryViewArray::new_unchecked(views, buffers, None)) as ArrayRef
         }
     })
+}
+
+/// A `Decimal128` array from the values tree of a chunk of scaled `i64` integers without nulls:
+/// the integers stream a vector at a time into the 16-byte output, written into `wide`
+/// (emptied first; its capacity is reused).
+pub fn wide_decimal_array(
+    name: &str,
+    node: &NodeView<'_>,
+    precision: u8,
+    scale: i8,
+    scratch: &mut Scratch,
+    mut wide: Vec<i128>,
+) -> Result<ArrayRef> {
+    wide.clear();
+    wide.reserve(node.len);
+    zipflow_encodings::runs::for_each_run::<i64>(node, scratch, |run| {
+        if wide.len() + run.len() > node.len {
+            return Err(Error::corrupt("more values than the node holds"));
+        }
+        wide.extend(run.iter().map(|&x| i128::from(x)));
+        Ok(())
+    })?;
+    if wide.len() != node.len {
+        return Err(Error::corrupt("fewer values than the node holds"));
+    }
+    decimal_array::<Decimal128Type>(name, wide, None, precision, scale)
 }
 
 /// Builds a string or binary view array straight from offsets: one pass writes the 16-byte
@@ -583,45 +627,54 @@ fn view_array(
     if utf8 {
         std::str::from_utf8(&b.data).map_err(|_| bad("strings are not valid UTF-8"))?;
     }
-    let data = &b.data;
-    let mut views: Vec<u128> = reuse.u128s(b.len());
-    let mut start = match b.offsets.first() {
-        Some(&o) => o as usize,
-        None => return Err(bad("string offsets are empty")),
-    };
-    for &end in &b.offsets[1..] {
-        let end = end as usize;
-        let Some(s) = data.get(start..end) else {
-            return Err(bad("string offsets run backwards or past the data"));
-        };
-        // A string starting inside a multi-byte character would not be valid UTF-8 alone.
-        if utf8 && s.first().is_some_and(|&c| (0x80..0xc0).contains(&c)) {
-            return Err(bad("a string starts inside a UTF-8 character"));
-        }
-        let len = s.len() as u128;
-        let view = if s.len() <= 12 {
-            // Inline: one unaligned 16-byte load, masked to the string, instead of a
-            // variable-length copy per string.
-            let bytes = match data.get(start..start + 16) {
-                Some(w) => u128::from_le_bytes(w.try_into().unwrap_or([0; 16])),
-                None => {
-                    let mut w = [0u8; 16];
-                    w[..s.len()].copy_from_slice(s);
-                    u128::from_le_bytes(w)
-                }
-            };
-            let mask = (1u128 << (8 * s.len())) - 1;
-            len | ((bytes & mask) << 32)
-        } else {
-            let prefix = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-            // Buffer index 0 in bits 64..96; the offset fits u32 (checked above).
-            len | (u128::from(prefix) << 32) | ((start as u128) << 96)
-        };
-        views.push(view);
-        start = end;
+    let (data, offsets) = (&b.data, &b.offsets);
+    if offsets.is_empty() {
+        return Err(bad("string offsets are empty"));
     }
-    if utf8 && data.len() > start && (0x80..0xc0).contains(&data[start]) {
-        return Err(bad("strings end inside a UTF-8 character"));
+    // One branch-free pass checks every range, so the view loop below needs no check per string.
+    let backwards = offsets[1..]
+        .iter()
+        .zip(offsets.iter())
+        .fold(false, |bad, (&end, &start)| bad | (end < start));
+    if backwards || offsets.last().is_some_and(|&o| o > data.len() as u64) {
+        return Err(bad("string offsets run backwards or past the data"));
+    }
+    let mut views: Vec<u128> = reuse.u128s(b.len());
+    // Strings that start at least 12 bytes before the end load their first 12 bytes at once.
+    let wide = offsets[..offsets.len() - 1].partition_point(|&o| o as usize + 12 <= data.len());
+    let mut mid_char = false;
+    let (src, dst) = (data.as_ptr(), views.as_mut_ptr());
+    for (i, w) in offsets[..wide + 1].windows(2).enumerate() {
+        let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
+        // SAFETY: `start + 12 <= data.len()` for the first `wide` strings (partition above).
+        let (head, rest) = unsafe {
+            (
+                u64::from(src.add(start).cast::<u32>().read_unaligned()),
+                src.add(start + 4).cast::<u64>().read_unaligned(),
+            )
+        };
+        // SAFETY: `i < b.len()`, the capacity reserved.
+        unsafe { dst.add(i).write(view_of(head, rest, start, len)) };
+        // A string starting inside a multi-byte character would not be valid UTF-8 alone.
+        mid_char |= len > 0 && (head as u8) & 0xc0 == 0x80;
+    }
+    // SAFETY: the loop initialised the first `wide` views.
+    unsafe { views.set_len(wide) };
+    for w in offsets[wide..].windows(2) {
+        let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
+        let mut word = [0u8; 12];
+        let tail = &data[start..data.len().min(start + 12)];
+        word[..tail.len()].copy_from_slice(tail);
+        let head = u64::from(u32::from_le_bytes([word[0], word[1], word[2], word[3]]));
+        let rest = u64::from_le_bytes([
+            word[4], word[5], word[6], word[7], word[8], word[9], word[10], word[11],
+        ]);
+        views.push(view_of(head, rest, start, len));
+        mid_char |= len > 0 && word[0] & 0xc0 == 0x80;
+    }
+    let start = *offsets.last().unwrap_or(&0) as usize;
+    if utf8 && (mid_char || data.len() > start && (0x80..0xc0).contains(&data[start])) {
+        return Err(bad("a string starts or ends inside a UTF-8 character"));
     }
     let views = ScalarBuffer::from(views);
     let ByteStrings { offsets, data } = b;
@@ -641,6 +694,46 @@ fn view_array(
             Arc::new(BinaryViewArray::new_unchecked(views, buffers, nulls)) as ArrayRef
         }
     })
+}
+
+/// Masks that keep a string's bytes in the low and high words of an inline view, by length
+/// (13 stands for every length past 12, which do not inline).
+const VIEW_MASKS: [(u64, u64); 14] = {
+    let mut m = [(0u64, 0u64); 14];
+    let mut len = 0;
+    while len < 14 {
+        let head = if len >= 4 {
+            0xffff_ffff
+        } else {
+            (1u64 << (8 * len)) - 1
+        };
+        let rest = if len <= 4 {
+            0
+        } else if len >= 12 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * (len - 4))) - 1
+        };
+        m[len] = (head, rest);
+        len += 1;
+    }
+    m
+};
+
+/// The 16-byte view of the string of `len` bytes at `start` in buffer 0, whose first 4 bytes
+/// are `head` and next 8 `rest` (zero past the data): up to 12 bytes inline, else the 4-byte
+/// prefix and the offset. Both forms share the low word, and the high word is a select, so
+/// mixed lengths cost no mispredicted branch.
+#[inline(always)]
+fn view_of(head: u64, rest: u64, start: usize, len: usize) -> u128 {
+    let (head_mask, rest_mask) = VIEW_MASKS[len.min(13)];
+    let low = len as u64 | ((head & head_mask) << 32);
+    let high = if len <= 12 {
+        rest & rest_mask
+    } else {
+        (start as u64) << 32
+    };
+    u128::from(low) | (u128::from(high) << 64)
 }
 
 /// Builds an array of exactly `field`'s data type from a decoded stream and its validity.
@@ -716,7 +809,7 @@ pub fn from_column_in(
 pub struct ArrayPool {
     /// Decoding buffers, also where recycled value buffers go.
     pub scratch: zipflow_encodings::Scratch,
-    i128s: Vec<Vec<i128>>,
+    pub(crate) i128s: Vec<Vec<i128>>,
     pub(crate) u128s: Vec<Vec<u128>>,
     i32s: Vec<Vec<i32>>,
     i64s: Vec<Vec<i64>>,

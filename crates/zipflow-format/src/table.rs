@@ -413,6 +413,9 @@ impl ZfFile {
         if let Some(a) = self.try_dict_views(col, chunk, scratch, None)? {
             return Ok(a);
         }
+        if let Some(a) = self.try_wide_decimals(col, chunk, scratch, None)? {
+            return Ok(a);
+        }
         let (values, validity) = self.read_chunk(col, chunk, scratch)?;
         let schema = self.arrow_schema();
         let locate = |e: Error| {
@@ -451,6 +454,11 @@ impl ZfFile {
         {
             return Ok(a);
         }
+        if let Some(a) =
+            self.try_wide_decimals(col, chunk, &mut pool.scratch, Some(&mut pool.i128s))?
+        {
+            return Ok(a);
+        }
         if meta.column_type.ptype() == zipflow_core::PType::Bytes {
             pool.prime_strings();
         }
@@ -459,9 +467,42 @@ impl ZfFile {
             .map_err(|e| locate(e.at_column(&meta.name)))
     }
 
+    /// The values tree of a chunk without nulls, with the column's name and a function that
+    /// places an error at the file, column and chunk; `None` for a chunk with nulls.
+    #[allow(clippy::type_complexity)]
+    fn plain_node(
+        &self,
+        col: usize,
+        chunk: usize,
+    ) -> Result<Option<(NodeView<'_>, impl Fn(Error) -> Error + '_)>> {
+        let (payload, meta) = self.chunk_payload(col, chunk)?;
+        if meta.validity_len != 0 {
+            return Ok(None);
+        }
+        let name = &self.columns()[col].name;
+        let rows = meta.rows as usize;
+        let locate = move |e: Error| {
+            e.at_column(name)
+                .at_chunk(u32::try_from(chunk).unwrap_or(u32::MAX))
+                .in_file(self.path())
+        };
+        let values = payload
+            .get(..meta.values_len as usize)
+            .ok_or_else(|| locate(Error::corrupt("values tree outside the payload")))?;
+        let node = NodeView::parse(values).map_err(locate)?;
+        let ptype = self.columns()[col].column_type.ptype();
+        if node.ptype != ptype || node.len != rows {
+            return Err(locate(Error::corrupt(format!(
+                "values tree holds {} {} values, the index says {rows} {ptype} values",
+                node.len, node.ptype
+            ))));
+        }
+        Ok(Some((node, locate)))
+    }
+
     /// The fast path for a string-view column whose chunk is a `strdict` without nulls: the
-    /// views are gathered from the dictionary's views and the dictionary is the data buffer.
-    /// `None` when the chunk does not qualify.
+    /// views are gathered from the dictionary's views as the codes stream, and the dictionary
+    /// is the data buffer. `None` when the chunk does not qualify.
     fn try_dict_views(
         &self,
         col: usize,
@@ -478,25 +519,10 @@ impl ZfFile {
             DataType::BinaryView => false,
             _ => return Ok(None),
         };
-        let (payload, meta) = self.chunk_payload(col, chunk)?;
-        if meta.validity_len != 0 {
+        let Some((node, locate)) = self.plain_node(col, chunk)? else {
             return Ok(None);
-        }
-        let name = &self.columns()[col].name;
-        let locate = |e: Error| {
-            e.at_column(name)
-                .at_chunk(u32::try_from(chunk).unwrap_or(u32::MAX))
-                .in_file(self.path())
         };
-        let values = payload
-            .get(..meta.values_len as usize)
-            .ok_or_else(|| locate(Error::corrupt("values tree outside the payload")))?;
-        let node = NodeView::parse(values).map_err(locate)?;
-        if node.id != zipflow_encodings::strdict::ID
-            || node.ptype != zipflow_core::PType::Bytes
-            || node.len != meta.rows as usize
-            || node.children.len() != 2
-        {
+        if node.id != zipflow_encodings::strdict::ID || node.children.len() != 2 {
             return Ok(None);
         }
         let (codes_node, dict_node) = (&node.children[0], &node.children[1]);
@@ -508,25 +534,50 @@ impl ZfFile {
                 "strdict children have the wrong types",
             )));
         }
-        let codes = scratch.decode(codes_node).map_err(locate)?;
-        let dict = match scratch.decode(dict_node) {
-            Ok(d) => d,
-            Err(e) => {
-                scratch.give(codes);
-                return Err(locate(e));
+        let dict = match scratch.decode(dict_node).map_err(&locate)? {
+            Values::Bytes(d) => d,
+            other => {
+                scratch.give(other);
+                return Err(locate(Error::corrupt(
+                    "strdict children have the wrong types",
+                )));
             }
         };
-        let result = match (&codes, dict) {
-            (Values::Int(IntVec::U32(c)), Values::Bytes(d)) => {
-                let views = views.and_then(|v| v.pop()).unwrap_or_default();
-                crate::arrow::dict_view_array(name, c, d, utf8, views).map_err(locate)
-            }
-            _ => Err(locate(Error::corrupt(
-                "strdict children have the wrong types",
-            ))),
+        let views = views.and_then(|v| v.pop()).unwrap_or_default();
+        let name = &self.columns()[col].name;
+        crate::arrow::dict_view_array(name, codes_node, node.len, dict, utf8, views, scratch)
+            .map(Some)
+            .map_err(locate)
+    }
+
+    /// The fast path for a `Decimal128` column without nulls: the stored (scaled) integers
+    /// stream a vector at a time straight into the 16-byte output, so the 8-byte stream is
+    /// never written out. `None` when the chunk does not qualify.
+    fn try_wide_decimals(
+        &self,
+        col: usize,
+        chunk: usize,
+        scratch: &mut Scratch,
+        buffers: Option<&mut Vec<Vec<i128>>>,
+    ) -> Result<Option<ArrayRef>> {
+        let schema = self.arrow_schema();
+        let Some(field) = schema.fields().get(col) else {
+            return Ok(None);
         };
-        scratch.give(codes);
-        result.map(Some)
+        let DataType::Decimal128(precision, scale) = *field.data_type() else {
+            return Ok(None);
+        };
+        if self.columns()[col].column_type.ptype() != zipflow_core::PType::I64 {
+            return Ok(None);
+        }
+        let Some((node, locate)) = self.plain_node(col, chunk)? else {
+            return Ok(None);
+        };
+        let name = &self.columns()[col].name;
+        let wide = buffers.and_then(|b| b.pop()).unwrap_or_default();
+        crate::arrow::wide_decimal_array(name, &node, precision, scale, scratch, wide)
+            .map(Some)
+            .map_err(locate)
     }
 
     /// Reads row group `i` (chunk `i` of every column, decoded in parallel) as a record batch.
