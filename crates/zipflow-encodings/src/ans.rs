@@ -878,6 +878,16 @@ mod avx512 {
                 for (b, x) in bucket.iter_mut().zip(v.iter_mut()) {
                     *b = _mm512_and_si512(symbol(table, x, words, pos), _mm512_set1_epi32(0xff));
                 }
+                if NPHASES == 1 {
+                    for (h, b) in bucket.iter().enumerate() {
+                        // SAFETY: as for the stores below.
+                        unsafe {
+                            store_lanes::<T>(blk.out.as_mut_ptr().add(blk.done + 16 * h), *b)
+                        };
+                    }
+                    blk.done += LANES;
+                    continue;
+                }
                 let mut val = [_mm512_setzero_si512(); 2];
                 let mut nb = [_mm512_setzero_si512(); 2];
                 for ((b, x), (val, nb)) in bucket
@@ -919,15 +929,8 @@ mod avx512 {
                 }
                 for (h, val) in val.iter().enumerate() {
                     // SAFETY: `can_step_phases` left 32 values at `done`; this writes 16 at
-                    // `done + 16 h`, as u16 or u32 (the const assertion above).
-                    unsafe {
-                        let o = blk.out.as_mut_ptr().add(blk.done + 16 * h);
-                        if size_of::<T>() == 2 {
-                            _mm256_storeu_si256(o.cast(), _mm512_cvtepi32_epi16(*val));
-                        } else {
-                            _mm512_storeu_si512(o.cast(), *val);
-                        }
-                    }
+                    // `done + 16 h`.
+                    unsafe { store_lanes::<T>(blk.out.as_mut_ptr().add(blk.done + 16 * h), *val) };
                 }
                 blk.done += LANES;
             }
@@ -937,6 +940,23 @@ mod avx512 {
             unsafe {
                 _mm512_storeu_si512(b.x.as_mut_ptr().cast(), v[0]);
                 _mm512_storeu_si512(b.x.as_mut_ptr().add(16).cast(), v[1]);
+            }
+        }
+    }
+
+    /// Stores 16 lanes of `val` at `o` as u16 or u32 values.
+    ///
+    /// # Safety
+    /// `o` has room for 16 `T`s, and `T` is 2 or 4 bytes wide.
+    #[inline]
+    #[target_feature(enable = "avx512f,popcnt")]
+    unsafe fn store_lanes<T: Int>(o: *mut T, val: __m512i) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if size_of::<T>() == 2 {
+                _mm256_storeu_si256(o.cast(), _mm512_cvtepi32_epi16(val));
+            } else {
+                _mm512_storeu_si512(o.cast(), val);
             }
         }
     }
@@ -1308,18 +1328,19 @@ fn decode_wide_into<T: Int, const NPHASES: usize, const W: usize>(
     kernel: Kernel,
 ) -> Result<()> {
     crate::resize_for_overwrite(out, len, T::ZERO);
-    decode_wide_blocks::<T, NPHASES, W>(layout, 0, out, kernel)
+    let table = decode_table(&layout.freqs);
+    decode_wide_blocks::<T, NPHASES, W>(layout, &table, 0, out, kernel)
 }
 
 /// Decodes the blocks from `first` on into `out`, which holds whole blocks (the last one may
 /// be the node's short last block).
 fn decode_wide_blocks<T: Int, const NPHASES: usize, const W: usize>(
     layout: &Layout<'_>,
+    table: &[u32; TOTAL as usize],
     first: usize,
     out: &mut [T],
     kernel: Kernel,
 ) -> Result<()> {
-    let table = decode_table(&layout.freqs);
     let buckets = Buckets::new();
     let mut blocks = Vec::with_capacity(out.len().div_ceil(layout.block));
     for (b, chunk) in out.chunks_mut(layout.block).enumerate() {
@@ -1330,16 +1351,34 @@ fn decode_wide_blocks<T: Int, const NPHASES: usize, const W: usize>(
     }
     #[cfg(target_arch = "x86_64")]
     if kernel == Kernel::Avx512 {
-        // Two blocks in lockstep: their states are independent, so their steps overlap.
+        // Buckets below 16 are their value with no bypass bits, so when the table has no
+        // others the later phases read nothing and one phase decodes the same stream.
+        let one_phase = layout.freqs.len() <= 16;
+        // Blocks in lockstep: their states are independent, so their steps overlap. One
+        // phase is short enough for four to fit the registers.
+        if one_phase {
+            for quad in blocks.chunks_exact_mut(4) {
+                if let Ok(quad) = <&mut [Block<'_, T>; 4]>::try_from(quad) {
+                    // SAFETY: `Kernel::Avx512` is only made after checking the CPU features.
+                    unsafe { avx512::run_wide::<T, 1, 4>(table, quad) };
+                }
+            }
+        }
         for pair in blocks.chunks_exact_mut(2) {
             if let Ok(pair) = <&mut [Block<'_, T>; 2]>::try_from(pair) {
                 // SAFETY: `Kernel::Avx512` is only made after checking the CPU features.
-                unsafe { avx512::run_wide::<T, NPHASES, 2>(&table, pair) };
+                unsafe {
+                    if one_phase {
+                        avx512::run_wide::<T, 1, 2>(table, pair);
+                    } else {
+                        avx512::run_wide::<T, NPHASES, 2>(table, pair);
+                    }
+                }
             }
         }
         for b in &mut blocks {
             // SAFETY: as above.
-            unsafe { avx512::run_wide::<T, NPHASES, 1>(&table, std::array::from_mut(b)) };
+            unsafe { avx512::run_wide::<T, NPHASES, 1>(table, std::array::from_mut(b)) };
         }
     }
     let _ = kernel;
@@ -1347,7 +1386,7 @@ fn decode_wide_blocks<T: Int, const NPHASES: usize, const W: usize>(
     // depend on the kernel even for corrupt data.
     let ok: Vec<bool> = blocks
         .into_iter()
-        .map(|b| finish_wide::<T, NPHASES, W>(&table, &buckets, b))
+        .map(|b| finish_wide::<T, NPHASES, W>(table, &buckets, b))
         .collect();
     match ok.iter().position(|&ok| !ok) {
         Some(b) => Err(corrupt_block(first + b)),
@@ -1360,14 +1399,15 @@ fn decode_wide_blocks<T: Int, const NPHASES: usize, const W: usize>(
 /// stream faster.
 fn decode_u32_blocks(
     layout: &Layout<'_>,
+    table: &[u32; TOTAL as usize],
     first: usize,
     out: &mut [u32],
     kernel: Kernel,
 ) -> Result<()> {
     if layout.freqs.len() <= TWO_PHASE_BUCKETS {
-        decode_wide_blocks::<u32, 2, 64>(layout, first, out, kernel)
+        decode_wide_blocks::<u32, 2, 64>(layout, table, first, out, kernel)
     } else {
-        decode_wide_blocks::<u32, 3, 128>(layout, first, out, kernel)
+        decode_wide_blocks::<u32, 3, 128>(layout, table, first, out, kernel)
     }
 }
 
@@ -1376,7 +1416,7 @@ fn decode_u32_blocks(
 /// `words` does) never writes or reads the whole stream.
 pub(crate) fn for_each_u32_run(
     node: &NodeView<'_>,
-    mut f: impl FnMut(&[u32]) -> Result<()>,
+    mut f: impl FnMut(&mut [u32]) -> Result<()>,
 ) -> Result<()> {
     if node.ptype != PType::U32 {
         return Err(Error::corrupt(format!(
@@ -1387,13 +1427,14 @@ pub(crate) fn for_each_u32_run(
     let (mut states, mut starts, mut words) = (Vec::new(), Vec::new(), Vec::new());
     let layout = parse(node, &mut states, &mut starts, &mut words)?;
     let kernel = Kernel::best();
+    let table = decode_table(&layout.freqs);
     let mut buf = Vec::new();
     let step = 2 * layout.block;
     for (i, start) in (0..node.len).step_by(step).enumerate() {
         let n = step.min(node.len - start);
         crate::resize_for_overwrite(&mut buf, n, 0u32);
-        decode_u32_blocks(&layout, 2 * i, &mut buf, kernel)?;
-        f(&buf)?;
+        decode_u32_blocks(&layout, &table, 2 * i, &mut buf, kernel)?;
+        f(&mut buf)?;
     }
     Ok(())
 }
@@ -1496,7 +1537,7 @@ impl Encoding for Ans {
             }
             Values::Int(IntVec::U32(o)) => {
                 crate::resize_for_overwrite(o, len, 0);
-                decode_u32_blocks(&layout, 0, o, Kernel::best())
+                decode_u32_blocks(&layout, &decode_table(&layout.freqs), 0, o, Kernel::best())
             }
             _ => Err(Error::corrupt(format!(
                 "ans node for {} values",

@@ -13,11 +13,10 @@
 
 use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
-use crate::{Encoding, Pattern, Scratch, Slot, bitpack, encode_child, expect_child, frame};
-use fastlanes::{BitPacking, FoR};
+use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
 use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
-use zipflow_core::{Error, Int, PType, Plan, Result, VECTOR_LEN, Values, match_ints};
+use zipflow_core::{Error, Int, PType, Plan, Result, Values, match_ints};
 
 /// `delta`.
 pub struct Delta;
@@ -93,13 +92,29 @@ impl Encoding for Delta {
         let Values::Int(o) = out else {
             return Err(Error::corrupt("delta node for non-integer values"));
         };
-        if child.id == frame::ID && child.children.first().is_some_and(|c| c.id == bitpack::ID) {
+        if crate::runs::streams(child) {
+            // The differences arrive a vector or two at a time, hot in L1, and only the sums
+            // are written out.
             return match_ints!(o, T, o => {
-                let base = T::from_u64_wrapping(base).to_bits();
-                let mut bits: Vec<<T as Int>::U> = bytemuck::allocation::cast_vec(std::mem::take(o));
-                let result = decode_for_bitpack(child, base, &mut bits);
-                *o = bytemuck::allocation::cast_vec(bits);
-                result
+                o.clear();
+                o.reserve(node.len);
+                let mut acc = T::from_u64_wrapping(base);
+                crate::runs::for_each_run::<T>(child, scratch, |run| {
+                    if o.len() + run.len() > node.len {
+                        return Err(Error::corrupt("more delta differences than values"));
+                    }
+                    // Summed in place first: a load and a store to one L1 line per value.
+                    for d in run.iter_mut() {
+                        acc = acc.wrapping_add(*d);
+                        *d = acc;
+                    }
+                    o.extend_from_slice(run);
+                    Ok(())
+                })?;
+                if o.len() != node.len {
+                    return Err(Error::corrupt("fewer delta differences than values"));
+                }
+                Ok(())
             });
         }
         // Any other child decodes straight into `out` (it has the output's type and length,
@@ -121,59 +136,6 @@ impl Encoding for Delta {
             })
         })
     }
-}
-
-/// Decodes a `for | bitpack` differences child and prefix-sums it into `out`, one 1024-value
-/// vector at a time through a stack buffer.
-fn decode_for_bitpack<U: Int + BitPacking + FoR>(
-    child: &NodeView<'_>,
-    base: U,
-    out: &mut Vec<U>,
-) -> Result<()> {
-    // The `for` node's own checks, as `frame` makes them, since its decoder is bypassed.
-    child.expect_shape("for", 0, 1)?;
-    let mut meta = child.meta_reader();
-    let reference = U::from_u64_wrapping(meta.u64("reference")?);
-    meta.finish("for")?;
-    expect_child(child, 0, "offsets", U::PTYPE, Some(child.len))?;
-    let packed = &child.children[0];
-    let mut copy = Vec::new();
-    let p = bitpack::view::<U>(packed, &mut copy)?;
-
-    crate::resize_for_overwrite(out, child.len, U::ZERO);
-    let mut acc = base;
-    let mut diffs = [reference; VECTOR_LEN];
-    if p.width == 0 {
-        // Every difference is the reference.
-        for dst in out.chunks_mut(VECTOR_LEN) {
-            acc = sum_block(acc, &diffs, dst);
-        }
-        return Ok(());
-    }
-    let per_vector = VECTOR_LEN * p.width / U::BITS as usize;
-    for (src, dst) in p
-        .words
-        .chunks_exact(per_vector)
-        .zip(out.chunks_mut(VECTOR_LEN))
-    {
-        // SAFETY: `bitpack::view` checked `width <= U::BITS` and that `words` holds exactly
-        // `vectors(len)` vectors of `per_vector` words; `diffs` is one 1024-value vector.
-        unsafe { U::unchecked_unfor_pack(p.width, src, reference, &mut diffs) };
-        acc = sum_block(acc, &diffs, dst);
-    }
-    Ok(())
-}
-
-/// Writes the running sum of `diffs` (from `acc`) into `dst` (at most 1024 values, the last
-/// vector shorter) and returns the last sum. Zipping the two slices keeps bounds checks out of
-/// the loop, which is a single chain of dependent adds.
-#[inline(always)]
-fn sum_block<U: Int>(mut acc: U, diffs: &[U; VECTOR_LEN], dst: &mut [U]) -> U {
-    for (o, &d) in dst.iter_mut().zip(diffs) {
-        acc = acc.wrapping_add(d);
-        *o = acc;
-    }
-    acc
 }
 
 #[cfg(test)]

@@ -237,7 +237,7 @@ fn lookup_runs<T: Int, C: Int + BitPacking>(
     codes: &NodeView<'_>,
     dict: &[T],
     buf: &mut [T; VECTOR_LEN],
-    f: &mut impl FnMut(&[T]) -> Result<()>,
+    f: &mut impl FnMut(&mut [T]) -> Result<()>,
 ) -> Result<()> {
     for_each_code_vector::<C>(codes, dict.len(), |_, c| {
         let out = &mut buf[..c.len()];
@@ -323,7 +323,7 @@ fn for_each_code_vector<C: Int + BitPacking>(
 pub(crate) fn for_each_run<T: Int + IntVecOf>(
     node: &NodeView<'_>,
     scratch: &mut Scratch,
-    mut f: impl FnMut(&[T]) -> Result<()>,
+    mut f: impl FnMut(&mut [T]) -> Result<()>,
 ) -> Result<()> {
     node.expect_shape("dict", 0, 2)?;
     node.meta_reader().finish("dict")?;
@@ -340,8 +340,8 @@ pub(crate) fn for_each_run<T: Int + IntVecOf>(
     if codes.id != bitpack::ID {
         let mut out = Values::Int(T::wrap(Vec::new()));
         Dict.decode(node, &mut out, scratch)?;
-        return match &out {
-            Values::Int(v) => T::slice(v).map_or_else(
+        return match &mut out {
+            Values::Int(v) => T::slice_mut(v).map_or_else(
                 || Err(Error::corrupt("decoded values of the wrong type")),
                 |v| f(v),
             ),

@@ -44,6 +44,7 @@ pub mod runs;
 pub mod strdict;
 #[cfg(test)]
 mod testing;
+pub mod views;
 pub mod words;
 pub mod zigzag;
 

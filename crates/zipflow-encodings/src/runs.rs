@@ -12,11 +12,20 @@ use zipflow_core::{Error, Int, Result, VECTOR_LEN, Values};
 
 use crate::{NodeView, Scratch, ans, bitpack, dict, expect_child, frame};
 
-/// Calls `f` on the values of `node` (of type `T`), in order, in runs of at most 2048.
+/// Whether [`for_each_run`] streams `node` rather than decoding it whole first.
+pub fn streams(node: &NodeView<'_>) -> bool {
+    let first_is_packed = node.children.first().is_some_and(|c| c.id == bitpack::ID);
+    node.id == bitpack::ID
+        || (node.id == frame::ID || node.id == dict::ID) && first_is_packed
+        || node.id == ans::ID && node.ptype == zipflow_core::PType::U32
+}
+
+/// Calls `f` on the values of `node` (of type `T`), in order, in runs of at most 2048. Each
+/// run is `f`'s to change in place (say, to prefix-sum it in L1).
 pub fn for_each_run<T: Int + IntVecOf>(
     node: &NodeView<'_>,
     scratch: &mut Scratch,
-    mut f: impl FnMut(&[T]) -> Result<()>,
+    mut f: impl FnMut(&mut [T]) -> Result<()>,
 ) -> Result<()> {
     if node.ptype != T::PTYPE {
         return Err(Error::corrupt(format!(
@@ -47,11 +56,11 @@ pub fn for_each_run<T: Int + IntVecOf>(
         return dict::for_each_run(node, scratch, f);
     }
     if node.id == ans::ID && T::PTYPE == zipflow_core::PType::U32 {
-        return ans::for_each_u32_run(node, |run| f(bytemuck::cast_slice(run)));
+        return ans::for_each_u32_run(node, |run| f(bytemuck::cast_slice_mut(run)));
     }
-    let decoded = scratch.decode(node)?;
-    let result = match &decoded {
-        Values::Int(v) => match T::slice(v) {
+    let mut decoded = scratch.decode(node)?;
+    let result = match &mut decoded {
+        Values::Int(v) => match T::slice_mut(v) {
             Some(v) => f(v),
             None => Err(Error::corrupt("decoded values of the wrong type")),
         },
@@ -65,16 +74,18 @@ pub fn for_each_run<T: Int + IntVecOf>(
 fn unpacked<T: Int>(
     node: &NodeView<'_>,
     reference: Option<T::U>,
-    f: &mut impl FnMut(&[T]) -> Result<()>,
+    f: &mut impl FnMut(&mut [T]) -> Result<()>,
 ) -> Result<()> {
     let mut copy = Vec::new();
     let p = bitpack::view::<T::U>(node, &mut copy)?;
-    let mut buf = [reference.unwrap_or(<T::U as Int>::ZERO); VECTOR_LEN];
+    let fill = reference.unwrap_or(<T::U as Int>::ZERO);
+    let mut buf = [fill; VECTOR_LEN];
     if p.width == 0 {
         for start in (0..node.len).step_by(VECTOR_LEN) {
-            f(bytemuck::cast_slice(
-                &buf[..VECTOR_LEN.min(node.len - start)],
-            ))?;
+            // Refilled each time: `f` may have changed the last run in place.
+            let run = &mut buf[..VECTOR_LEN.min(node.len - start)];
+            run.fill(fill);
+            f(bytemuck::cast_slice_mut(run))?;
         }
         return Ok(());
     }
@@ -89,7 +100,7 @@ fn unpacked<T: Int>(
             }
         }
         let n = VECTOR_LEN.min(node.len - i * VECTOR_LEN);
-        f(bytemuck::cast_slice(&buf[..n]))?;
+        f(bytemuck::cast_slice_mut(&mut buf[..n]))?;
     }
     Ok(())
 }

@@ -250,7 +250,9 @@ impl Encoding for Words {
                     .and_then(|()| exp.finish(out))
                 })
             }
-            Values::Bytes(out) if strings => decode_strings(node, d, total, out, scratch),
+            Values::Bytes(out) if strings => {
+                decode_strings(node, d, total, out, scratch, |_| Ok(()))
+            }
             _ => Err(Error::corrupt("words output of the wrong type")),
         };
         scratch.give(dict);
@@ -292,7 +294,7 @@ fn for_each_code_run(
     mut f: impl FnMut(&[u32]) -> Result<()>,
 ) -> Result<()> {
     if codes.id == crate::ans::ID {
-        return crate::ans::for_each_u32_run(codes, f);
+        return crate::ans::for_each_u32_run(codes, |run| f(run));
     }
     let decoded = scratch.decode(codes)?;
     let result = match &decoded {
@@ -311,6 +313,7 @@ fn decode_strings(
     total: usize,
     out: &mut ByteStrings,
     scratch: &mut Scratch,
+    mut on_run: impl FnMut(&ByteStrings) -> Result<()>,
 ) -> Result<()> {
     let counts = scratch.decode(&node.children[2])?;
     let Values::Int(IntVec::U32(counts_v)) = &counts else {
@@ -353,7 +356,7 @@ fn decode_strings(
             &mut out.offsets,
         );
         before = after;
-        Ok(())
+        on_run(out)
     })
     .and_then(|()| {
         // Strings of no tokens after the last one (the counts add up, so only those remain).
@@ -364,10 +367,83 @@ fn decode_strings(
             &[],
             &mut out.offsets,
         );
-        exp.finish(&out.data)
+        exp.finish(&out.data)?;
+        on_run(out)
     });
     scratch.give(counts);
     result
+}
+
+/// Decodes a `words` node of strings into `out` (its bytes and offsets) and 16-byte views
+/// over `out.data` (see [`crate::views`]), each view built right after its string's tokens
+/// are expanded, while they are in cache. With `utf8`, the dictionary's entries are checked to
+/// be valid UTF-8 each, so that every string (whole entries end to end) is too; no string is
+/// checked itself. Strings past 4 GiB in all are an error: a view's offset has 32 bits.
+pub fn decode_views(
+    node: &NodeView<'_>,
+    scratch: &mut Scratch,
+    utf8: bool,
+    out: &mut ByteStrings,
+    views: &mut Vec<u128>,
+) -> Result<()> {
+    if node.id != ID || node.ptype != PType::Bytes {
+        return Err(Error::corrupt(
+            "string views asked of a node that is not words over strings",
+        ));
+    }
+    node.expect_shape("words", 0, 3)?;
+    let mut meta = node.meta_reader();
+    let total = meta.u64("words total bytes")?;
+    meta.finish("words")?;
+    if u32::try_from(total).is_err() {
+        return Err(Error::unsupported(format!(
+            "{total} bytes of strings in one chunk: views address 4 GiB"
+        )));
+    }
+    expect_child(node, 0, "codes", PType::U32, None)?;
+    expect_child(node, 1, "dict", PType::Bytes, None)?;
+    expect_child(node, 2, "counts", PType::U32, Some(node.len))?;
+    let dict = scratch.decode(&node.children[1])?;
+    let Values::Bytes(d) = &dict else {
+        scratch.give(dict);
+        return Err(Error::corrupt("words dictionary is not byte strings"));
+    };
+    if utf8 && !entries_are_utf8(d) {
+        scratch.give(dict);
+        return Err(Error::corrupt(
+            "a words dictionary entry is not valid UTF-8",
+        ));
+    }
+    views.clear();
+    views.reserve(node.len);
+    let mut covered = 0;
+    let result = decode_strings(node, d, total as usize, out, scratch, |out| {
+        let (k, _) = crate::views::push_views(&out.data, &out.offsets[covered..], views);
+        covered += k;
+        Ok(())
+    })
+    .and_then(|()| {
+        // The last few strings start within 12 bytes of the end.
+        let (k, _) = crate::views::push_views_checked(&out.data, &out.offsets[covered..], views);
+        if covered + k == node.len {
+            Ok(())
+        } else {
+            Err(Error::corrupt("words strings of inconsistent offsets"))
+        }
+    });
+    scratch.give(dict);
+    result
+}
+
+/// Whether every entry of `d` is valid UTF-8 on its own: the bytes as a whole are, and every
+/// entry starts (so the one before ends) on a character boundary.
+fn entries_are_utf8(d: &ByteStrings) -> bool {
+    std::str::from_utf8(&d.data).is_ok()
+        && d.offsets.iter().all(|&o| {
+            d.data
+                .get(o as usize)
+                .is_none_or(|&b| !(0x80..0xc0).contains(&b))
+        })
 }
 
 /// Concatenates `dict[c]` for every code into `out`, which must come to exactly `len` bytes.
@@ -698,6 +774,7 @@ mod tests {
                 "words(codes: bitpack, dict: strdict, counts: for | bitpack)",
             ] {
                 round_trip(&plan(p), c)?;
+                views_agree(&plan(p), c)?;
             }
         }
         round_trip(&plan("words(dict: plain(bytes: fsst))"), &strings(&many))?;
@@ -707,6 +784,47 @@ mod tests {
             _ => unreachable!(),
         })?;
         assert_eq!((dict.len(), codes.len(), counts), (2, 2, vec![1, 1]));
+        Ok(())
+    }
+
+    /// `decode_views` gives the decoder's strings and their views in the reference layout.
+    fn views_agree(p: &Plan, v: &Values) -> Result<()> {
+        let Values::Bytes(want) = v else {
+            unreachable!()
+        };
+        let bytes = encode(p, v)?.to_bytes()?;
+        let node = NodeView::parse(&bytes)?;
+        let (mut got, mut views) = (ByteStrings::default(), Vec::new());
+        let utf8 = std::str::from_utf8(&want.data).is_ok();
+        decode_views(&node, &mut Scratch::default(), utf8, &mut got, &mut views)?;
+        assert_eq!(got.data, want.data);
+        assert_eq!(views.len(), want.len());
+        let mut reference = Vec::new();
+        crate::views::push_views_checked(&got.data, &got.offsets, &mut reference);
+        assert_eq!(views, reference);
+        Ok(())
+    }
+
+    #[test]
+    fn views_need_utf8_entries_only_when_asked() -> Result<()> {
+        let v = strings(&[vec![b'a', 0xff, b' '], b"b ".to_vec()]);
+        let encoded = encode(&plan("words"), &v)?.to_bytes()?;
+        let node = NodeView::parse(&encoded)?;
+        let (mut out, mut views) = (ByteStrings::default(), Vec::new());
+        let mut scratch = Scratch::default();
+        assert!(decode_views(&node, &mut scratch, true, &mut out, &mut views).is_err());
+        decode_views(&node, &mut scratch, false, &mut out, &mut views)?;
+        assert_eq!(views.len(), 2);
+        // A byte stream is not strings: no views.
+        let b = encode(&plan("words"), &bytes(b"a b"))?.to_bytes()?;
+        let e = decode_views(
+            &NodeView::parse(&b)?,
+            &mut scratch,
+            false,
+            &mut out,
+            &mut views,
+        );
+        assert!(e.is_err());
         Ok(())
     }
 

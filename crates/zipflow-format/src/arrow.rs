@@ -44,7 +44,7 @@ use arrow::datatypes::{
 use zipflow_core::types::TimeUnit;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{ColumnType, Error, IntVec, PType, Result, Values};
-use zipflow_encodings::{NodeView, Scratch};
+use zipflow_encodings::{NodeView, Scratch, views};
 
 use crate::file::Validity;
 
@@ -604,6 +604,24 @@ pub fn wide_decimal_array(
     decimal_array::<Decimal128Type>(name, wide, None, precision, scale)
 }
 
+/// A string or binary view array over one data buffer, with no nulls.
+///
+/// # Safety
+/// Every view must describe a range inside `data` (or inline its bytes), in the layout of
+/// [`zipflow_encodings::views`]; with `utf8`, every string must be valid UTF-8.
+pub(crate) unsafe fn views_array(views: Vec<u128>, data: Vec<u8>, utf8: bool) -> ArrayRef {
+    let buffers: Arc<[Buffer]> = Arc::from(vec![Buffer::from_vec(data)]);
+    let views = ScalarBuffer::from(views);
+    // SAFETY: the caller's contract.
+    unsafe {
+        if utf8 {
+            Arc::new(StringViewArray::new_unchecked(views, buffers, None)) as ArrayRef
+        } else {
+            Arc::new(BinaryViewArray::new_unchecked(views, buffers, None)) as ArrayRef
+        }
+    }
+}
+
 /// Builds a string or binary view array straight from offsets: one pass writes the 16-byte
 /// views (short strings inline, long ones as prefix + offset into the single data buffer).
 fn view_array(
@@ -640,38 +658,12 @@ fn view_array(
         return Err(bad("string offsets run backwards or past the data"));
     }
     let mut views: Vec<u128> = reuse.u128s(b.len());
-    // Strings that start at least 12 bytes before the end load their first 12 bytes at once.
-    let wide = offsets[..offsets.len() - 1].partition_point(|&o| o as usize + 12 <= data.len());
-    let mut mid_char = false;
-    let (src, dst) = (data.as_ptr(), views.as_mut_ptr());
-    for (i, w) in offsets[..wide + 1].windows(2).enumerate() {
-        let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
-        // SAFETY: `start + 12 <= data.len()` for the first `wide` strings (partition above).
-        let (head, rest) = unsafe {
-            (
-                u64::from(src.add(start).cast::<u32>().read_unaligned()),
-                src.add(start + 4).cast::<u64>().read_unaligned(),
-            )
-        };
-        // SAFETY: `i < b.len()`, the capacity reserved.
-        unsafe { dst.add(i).write(view_of(head, rest, start, len)) };
-        // A string starting inside a multi-byte character would not be valid UTF-8 alone.
-        mid_char |= len > 0 && (head as u8) & 0xc0 == 0x80;
+    let (fast, fast_mid) = views::push_views(data, offsets, &mut views);
+    let (rest, rest_mid) = views::push_views_checked(data, &offsets[fast..], &mut views);
+    if fast + rest != b.len() {
+        return Err(bad("string offsets run backwards or past the data"));
     }
-    // SAFETY: the loop initialised the first `wide` views.
-    unsafe { views.set_len(wide) };
-    for w in offsets[wide..].windows(2) {
-        let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
-        let mut word = [0u8; 12];
-        let tail = &data[start..data.len().min(start + 12)];
-        word[..tail.len()].copy_from_slice(tail);
-        let head = u64::from(u32::from_le_bytes([word[0], word[1], word[2], word[3]]));
-        let rest = u64::from_le_bytes([
-            word[4], word[5], word[6], word[7], word[8], word[9], word[10], word[11],
-        ]);
-        views.push(view_of(head, rest, start, len));
-        mid_char |= len > 0 && word[0] & 0xc0 == 0x80;
-    }
+    let mid_char = fast_mid || rest_mid;
     let start = *offsets.last().unwrap_or(&0) as usize;
     if utf8 && (mid_char || data.len() > start && (0x80..0xc0).contains(&data[start])) {
         return Err(bad("a string starts or ends inside a UTF-8 character"));
@@ -694,46 +686,6 @@ fn view_array(
             Arc::new(BinaryViewArray::new_unchecked(views, buffers, nulls)) as ArrayRef
         }
     })
-}
-
-/// Masks that keep a string's bytes in the low and high words of an inline view, by length
-/// (13 stands for every length past 12, which do not inline).
-const VIEW_MASKS: [(u64, u64); 14] = {
-    let mut m = [(0u64, 0u64); 14];
-    let mut len = 0;
-    while len < 14 {
-        let head = if len >= 4 {
-            0xffff_ffff
-        } else {
-            (1u64 << (8 * len)) - 1
-        };
-        let rest = if len <= 4 {
-            0
-        } else if len >= 12 {
-            u64::MAX
-        } else {
-            (1u64 << (8 * (len - 4))) - 1
-        };
-        m[len] = (head, rest);
-        len += 1;
-    }
-    m
-};
-
-/// The 16-byte view of the string of `len` bytes at `start` in buffer 0, whose first 4 bytes
-/// are `head` and next 8 `rest` (zero past the data): up to 12 bytes inline, else the 4-byte
-/// prefix and the offset. Both forms share the low word, and the high word is a select, so
-/// mixed lengths cost no mispredicted branch.
-#[inline(always)]
-fn view_of(head: u64, rest: u64, start: usize, len: usize) -> u128 {
-    let (head_mask, rest_mask) = VIEW_MASKS[len.min(13)];
-    let low = len as u64 | ((head & head_mask) << 32);
-    let high = if len <= 12 {
-        rest & rest_mask
-    } else {
-        (start as u64) << 32
-    };
-    u128::from(low) | (u128::from(high) << 64)
 }
 
 /// Builds an array of exactly `field`'s data type from a decoded stream and its validity.

@@ -416,6 +416,9 @@ impl ZfFile {
         if let Some(a) = self.try_wide_decimals(col, chunk, scratch, None)? {
             return Ok(a);
         }
+        if let Some(a) = self.try_word_views(col, chunk, scratch, None)? {
+            return Ok(a);
+        }
         let (values, validity) = self.read_chunk(col, chunk, scratch)?;
         let schema = self.arrow_schema();
         let locate = |e: Error| {
@@ -461,6 +464,11 @@ impl ZfFile {
         }
         if meta.column_type.ptype() == zipflow_core::PType::Bytes {
             pool.prime_strings();
+        }
+        if let Some(a) =
+            self.try_word_views(col, chunk, &mut pool.scratch, Some(&mut pool.u128s))?
+        {
+            return Ok(a);
         }
         let (values, validity) = self.read_chunk(col, chunk, &mut pool.scratch)?;
         from_column_in(field, meta.column_type, values, validity, pool)
@@ -548,6 +556,49 @@ impl ZfFile {
         crate::arrow::dict_view_array(name, codes_node, node.len, dict, utf8, views, scratch)
             .map(Some)
             .map_err(locate)
+    }
+
+    /// The fast path for a string-view column whose chunk is `words` over strings without
+    /// nulls: the views are built as the tokens expand (see
+    /// [`zipflow_encodings::words::decode_views`]). `None` when the chunk does not qualify.
+    fn try_word_views(
+        &self,
+        col: usize,
+        chunk: usize,
+        scratch: &mut Scratch,
+        views: Option<&mut Vec<Vec<u128>>>,
+    ) -> Result<Option<ArrayRef>> {
+        let schema = self.arrow_schema();
+        let Some(field) = schema.fields().get(col) else {
+            return Ok(None);
+        };
+        let utf8 = match field.data_type() {
+            DataType::Utf8View => true,
+            DataType::BinaryView => false,
+            _ => return Ok(None),
+        };
+        let Some((node, locate)) = self.plain_node(col, chunk)? else {
+            return Ok(None);
+        };
+        if node.id != zipflow_encodings::words::ID {
+            return Ok(None);
+        }
+        let mut strings = match scratch.take(zipflow_core::PType::Bytes) {
+            Values::Bytes(b) => b,
+            other => {
+                scratch.give(other);
+                zipflow_core::values::ByteStrings::default()
+            }
+        };
+        let mut v = views.and_then(|v| v.pop()).unwrap_or_default();
+        zipflow_encodings::words::decode_views(&node, scratch, utf8, &mut strings, &mut v)
+            .map_err(&locate)?;
+        let data = std::mem::take(&mut strings.data);
+        scratch.give(Values::Bytes(strings));
+        // SAFETY: `decode_views` built every view from a range inside `data`, and with `utf8`
+        // checked that every string is valid UTF-8 (each is whole dictionary entries, each
+        // checked).
+        Ok(Some(unsafe { crate::arrow::views_array(v, data, utf8) }))
     }
 
     /// The fast path for a `Decimal128` column without nulls: the stored (scaled) integers

@@ -465,6 +465,8 @@ fn streamed_decimals_and_views_equal_decoded_ones() {
         "strdict(codes: ans)",
         "strdict(codes: rle)",
         "strdict(codes: for | bitpack)",
+        "words",
+        "words(codes: bitpack, dict: strdict)",
     ];
     for (k, (dp, vp)) in decimal_plans
         .iter()
