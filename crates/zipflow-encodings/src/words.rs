@@ -463,6 +463,8 @@ struct Expander<'a> {
     slots: Vec<[u8; 16]>,
     /// The dictionary bytes with `SLOT` zero bytes after them.
     padded: Vec<u8>,
+    /// Whether every entry fits its slot (at most 15 bytes), so no copy needs a second part.
+    short: bool,
 }
 
 impl<'a> Expander<'a> {
@@ -488,6 +490,7 @@ impl<'a> Expander<'a> {
                 len,
                 slots: Vec::new(),
                 padded: Vec::new(),
+                short: false,
             });
         }
         out.try_reserve(len + 2 * SLOT).map_err(|_| {
@@ -515,6 +518,7 @@ impl<'a> Expander<'a> {
             len,
             slots,
             padded,
+            short: longest <= 15,
         })
     }
 
@@ -534,13 +538,15 @@ impl<'a> Expander<'a> {
         if self.slots.len() != n || out.capacity() < self.len + 2 * SLOT {
             return self.push_checked(codes, out, ends);
         }
-        match ends {
-            Some(ends) => self.push_fast::<true>(codes, out, ends),
-            None => self.push_fast::<false>(codes, out, &mut []),
+        match (ends, self.short) {
+            (Some(ends), true) => self.push_fast::<true, false>(codes, out, ends),
+            (Some(ends), false) => self.push_fast::<true, true>(codes, out, ends),
+            (None, true) => self.push_fast::<false, false>(codes, out, &mut []),
+            (None, false) => self.push_fast::<false, true>(codes, out, &mut []),
         }
     }
 
-    fn push_fast<const RECORD: bool>(
+    fn push_fast<const RECORD: bool, const LONG: bool>(
         &self,
         codes: &[u32],
         out: &mut Vec<u8>,
@@ -561,7 +567,7 @@ impl<'a> Expander<'a> {
                 let s = slots.get_unchecked(c as usize);
                 let l = s[15] as usize;
                 std::ptr::copy_nonoverlapping(s.as_ptr(), dst.add(pos), 16);
-                if l > 15 {
+                if LONG && l > 15 {
                     let off = *offsets.get_unchecked(c as usize) as usize;
                     std::ptr::copy_nonoverlapping(src.add(off + 15), dst.add(pos + 15), SLOT);
                 }
