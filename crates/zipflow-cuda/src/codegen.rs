@@ -19,9 +19,10 @@
 //! - **chunk**: one thread block per chunk, for everything else; materialised buffers live in
 //!   a per-chunk region of a device scratch buffer (the root's, again, is the output).
 //!
-//! Per-chunk parameters (lengths, bit widths, references, buffer offsets) are read from a
-//! descriptor of `u64` slots ([`Kernel::nodes`] says which), so the source depends only on
-//! the shape and modules are reused across chunks and files.
+//! Bit widths are part of the shape and compiled in as constants. The other per-chunk
+//! parameters (lengths, references, buffer offsets) are read from a descriptor of `u64` slots
+//! ([`Kernel::nodes`] says which), so the source depends only on the shape and modules are
+//! reused across chunks and files.
 //!
 //! Kernel arguments, in order (see [`crate::decode`]):
 //! `const u8* in, u8* out, u8* scratch, const u64* prm, const u32* work, int* err`:
@@ -86,6 +87,8 @@ pub struct NodeSlots {
     pub scratch: Option<usize>,
     /// Pre-order indices of the children.
     pub children: Vec<usize>,
+    /// A `bitpack` node's bit width when the kernel is compiled for it (see [`Shape::width`]).
+    pub width: Option<u32>,
 }
 
 /// A generated kernel.
@@ -261,6 +264,7 @@ fn layout(shape: &Shape, kind: KernelKind) -> (Vec<NodeSlots>, usize) {
             base,
             scratch,
             children: std::mem::take(&mut starts[k]),
+            width: s.width,
         });
     }
     (nodes, next)
@@ -467,7 +471,7 @@ fn lane_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<String>> {
         r#"  const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
   const u32 p0 = (vec + (warp >> 1)) * 1024u;
   if (p0 >= len) return;
-  const u32 W = (u32)e.prm[{w}];
+  const u32 W = {w};
   if (p0 + 1024u <= len && W != 0u) {{
     const u32* __restrict__ vw = (const u32*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * (32u * W) + lane;
     const u32 mask = W == 32u ? 0xffffffffu : ((1u << W) - 1u);
@@ -493,9 +497,18 @@ fn lane_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<String>> {
     for (u32 p = p0 + (threadIdx.x & 63u); p < p1; p += 64u) o[p] = zf_n0(e, p);
   }}
 "#,
-        w = b + 2,
+        w = width_expr(bp),
         off = b + 1,
     )))
+}
+
+/// A `bitpack` node's width in generated code: a literal when the kernel is compiled for
+/// it, else read from the chunk's descriptor.
+fn width_expr(n: &NodeSlots) -> String {
+    match n.width {
+        Some(w) => format!("{w}u"),
+        None => format!("(u32)e.prm[{}]", n.base + 2),
+    }
 }
 
 struct Gen<'a> {
@@ -555,9 +568,9 @@ impl Gen<'_> {
                 b + 1
             ),
             Op::BitPack => format!(
-                "  return ({t})zf_unpack<{u}, {a}, {bits}>((const {u}*)(e.in + e.prm[{}]), (u32)e.prm[{}], p);\n",
+                "  return ({t})zf_unpack<{u}, {a}, {bits}>((const {u}*)(e.in + e.prm[{}]), {}, p);\n",
                 b + 1,
-                b + 2,
+                width_expr(&n),
                 bits = n.ptype.byte_width() * 8
             ),
             Op::For => format!(
@@ -893,7 +906,9 @@ mod tests {
     fn for_bitpack_is_one_fused_tile_kernel() {
         let k = generate(&shape_of("for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(k.kind, KernelKind::Tile);
-        assert_eq!(k.key, "for:i64(bitpack:u64)");
+        assert_eq!(k.key, "for:i64(bitpack(10):u64)");
+        // The width is compiled in, not read from the descriptor.
+        assert!(k.source.contains("e.prm[4]), 10u, p)"));
         assert!(k.source.contains("extern \"C\" __global__"));
         assert!(k.source.contains("zf_decode("));
         assert!(k.source.contains("zf_unpack<u64, u64, 64>"));
@@ -1040,11 +1055,15 @@ mod tests {
     }
 
     #[test]
-    fn same_shape_same_source() {
+    fn same_shape_same_source_and_each_width_its_own() {
         let a = generate(&shape_of("for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
-        let other = Values::Int(IntVec::I64((0..70_000).map(|i| i * 1_000_003).collect()));
-        let b = generate(&shape_of("for | bitpack", &other)).unwrap_or_else(|e| panic!("{e}"));
+        let same = Values::Int(IntVec::I64((0..70_000).map(|i| 5 + i % 1000).collect()));
+        let b = generate(&shape_of("for | bitpack", &same)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(a.source, b.source);
+        let wider = Values::Int(IntVec::I64((0..70_000).map(|i| i * 1_000_003).collect()));
+        let c = generate(&shape_of("for | bitpack", &wider)).unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(a.key, c.key);
+        assert_ne!(a.source, c.source);
     }
 
     #[test]

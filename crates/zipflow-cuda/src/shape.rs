@@ -1,8 +1,10 @@
 //! Plan shapes: the part of an encoded node tree that decides the generated kernel.
 //!
-//! A shape is the tree of primitives and their physical types, without any parameter: two
-//! chunks encoded as `for | bitpack(7)` and `for | bitpack(12)` share one shape, one kernel
-//! source and one compiled module; the widths travel in the per-chunk descriptor.
+//! A shape is the tree of primitives, their physical types and their bit widths: two chunks
+//! encoded as `for | bitpack(12)` share one shape, one kernel source and one compiled module,
+//! while `for | bitpack(7)` gets its own. Compiled-in widths turn the unpacking's shifts,
+//! masks and word indices into constants (measured in docs/gpu.md); every other parameter
+//! (references, offsets, lengths) travels in the per-chunk descriptor.
 
 use zipflow_core::{Error, PType, Result};
 use zipflow_encodings::{
@@ -93,6 +95,9 @@ pub struct Shape {
     pub op: Op,
     /// The physical type the node decodes to.
     pub ptype: PType,
+    /// A `bitpack` node's bit width, compiled into the kernel as a constant (`None` for other
+    /// primitives, and for a width past the type's bits, which the descriptor check rejects).
+    pub width: Option<u32>,
     /// Child shapes, in the primitive's slot order.
     pub children: Vec<Shape>,
 }
@@ -113,16 +118,24 @@ impl Shape {
             .iter()
             .map(Shape::of)
             .collect::<Result<Vec<_>>>()?;
+        let width = (op == Op::BitPack)
+            .then(|| node.meta.first().map(|&w| u32::from(w)))
+            .flatten()
+            .filter(|&w| w as usize <= node.ptype.byte_width() * 8);
         Ok(Shape {
             op,
             ptype: node.ptype,
+            width,
             children,
         })
     }
 
-    /// A canonical text key, e.g. `for:i64(bitpack:u64)`.
+    /// A canonical text key, e.g. `for:i64(bitpack(12):u64)`.
     pub fn key(&self) -> String {
-        let mut s = format!("{}:{}", self.op.name(), self.ptype);
+        let mut s = match self.width {
+            Some(w) => format!("{}({w}):{}", self.op.name(), self.ptype),
+            None => format!("{}:{}", self.op.name(), self.ptype),
+        };
         if !self.children.is_empty() {
             s.push('(');
             for (i, c) in self.children.iter().enumerate() {
