@@ -398,7 +398,10 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     };
     let root = &nodes[0];
     let body = match lane_body(&nodes, kind)? {
-        Some(body) => body,
+        Some((rows, body)) => {
+            g.src.push_str(&rows);
+            body
+        }
         None => {
             let finish = if materialised(root.op, kind) {
                 ""
@@ -444,12 +447,15 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
     })
 }
 
-/// The body of a tile kernel for `bitpack` or `for | bitpack` over 32-bit words, decoded lane
-/// by lane as FastLanes lays them out: each thread owns one of a vector's 32 lanes and walks
-/// its rows, so every packed word is loaded once and shifted out in registers, and each row
-/// of a warp stores 32 consecutive values. Two warps share a vector (16 rows each), so a
-/// block of 8 warps covers its `ZF_TILE_VECTORS` = 4 vectors. `None` for other shapes.
-fn lane_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<String>> {
+/// The body of a tile kernel for `bitpack` or `for | bitpack` over 32- or 64-bit words,
+/// decoded lane by lane as FastLanes lays them out, with the device function it calls: each
+/// thread owns one lane of a vector and walks 16 of its rows, so every packed word is loaded
+/// once and shifted out in registers, and each row stores the lanes' consecutive values. A
+/// warp's threads share their rows, which are template constants, so with the width compiled
+/// in every shift and word index is a constant. 32-bit words: 32 lanes, two warps per vector;
+/// 64-bit words: 16 lanes, a warp covers two vectors, four warps their 64 rows. A block of 8
+/// warps covers its `ZF_TILE_VECTORS` = 4 vectors either way. `None` for other shapes.
+fn lane_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<(String, String)>> {
     if kind != KernelKind::Tile || TILE_THREADS != 256 || TILE_VECTORS != 4 {
         return Ok(None);
     }
@@ -458,48 +464,84 @@ fn lane_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<String>> {
         [f, n] if f.op == Op::For && n.op == Op::BitPack => (n, Some(f.base + 1)),
         _ => return Ok(None),
     };
-    if bp.ptype.byte_width() != 4 || nodes[0].ptype.byte_width() != 4 {
+    let bytes = bp.ptype.byte_width();
+    if !matches!(bytes, 4 | 8) || nodes[0].ptype.byte_width() != bytes {
         return Ok(None);
     }
+    let (word, bits, lanes) = if bytes == 4 {
+        ("u32", 32u32, 32u32)
+    } else {
+        ("u64", 64, 16)
+    };
     let t = ctype(nodes[0].ptype)?;
     let add = match reference {
-        Some(r) => format!(" + (u32)e.prm[{r}]"),
+        Some(r) => format!(" + ({word})e.prm[{r}]"),
         None => String::new(),
     };
-    let b = bp.base;
-    Ok(Some(format!(
-        r#"  const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-  const u32 p0 = (vec + (warp >> 1)) * 1024u;
-  if (p0 >= len) return;
+    let w = width_expr(bp);
+    let rows = format!(
+        r#"
+// Rows R0 .. R0 + 15 of this thread's lane of a full vector.
+template <u32 R0>
+__device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
+                                        const {word}* __restrict__ vw, u32 p0, u32 lane) {{
   const u32 W = {w};
-  if (p0 + 1024u <= len && W != 0u) {{
-    const u32* __restrict__ vw = (const u32*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * (32u * W) + lane;
-    const u32 mask = W == 32u ? 0xffffffffu : ((1u << W) - 1u);
-    const u32 r0 = (warp & 1u) * 16u;
-    // The lane's current word stays in a register; each word is loaded once.
-    u32 k = (r0 * W) >> 5;
-    u32 cur = __ldg(vw + 32u * k);
+  const {word} mask = W == {bits}u ? ~({word})0 : ((({word})1 << W) - ({word})1);
+  // The lane's current word stays in a register; each word is loaded once.
+  u32 k = (R0 * W) / {bits}u;
+  {word} cur = __ldg(vw + {lanes}u * k);
 #pragma unroll
-    for (u32 i = 0u; i < 16u; ++i) {{
-      const u32 row = r0 + i, sh = (row * W) & 31u;
-      u32 x = cur >> sh;
-      if (sh + W >= 32u) {{
-        ++k;
-        const u32 next = k < W ? __ldg(vw + 32u * k) : 0u;
-        if (sh + W > 32u) x |= next << (32u - sh);
-        cur = next;
-      }}
-      const u32 g = row >> 3, fl = ((g & 1u) << 2) | (g & 2u) | (g >> 2);
-      o[p0 + (row & 7u) * 128u + fl * 16u + lane] = ({t})((x & mask){add});
+  for (u32 i = 0u; i < 16u; ++i) {{
+    const u32 row = R0 + i, sh = (row * W) % {bits}u;
+    {word} x = cur >> sh;
+    if (sh + W >= {bits}u) {{
+      ++k;
+      const {word} next = k < W ? __ldg(vw + {lanes}u * k) : ({word})0;
+      if (sh + W > {bits}u) x |= next << ({bits}u - sh);
+      cur = next;
+    }}
+    const u32 g = row >> 3, fl = ((g & 1u) << 2) | (g & 2u) | (g >> 2);
+    o[p0 + (row & 7u) * 128u + fl * 16u + lane] = ({t})((x & mask){add});
+  }}
+}}
+"#
+    );
+    // Which vector of the block, which row group (warp-uniform) and which lane.
+    let (place, groups) = if bytes == 4 {
+        (
+            "const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;\n  \
+             const u32 v = warp >> 1, rg = warp & 1u;",
+            "      case 0u: zf_rows<0u>(e, o, vw, p0, lane); break;\n      \
+             default: zf_rows<16u>(e, o, vw, p0, lane); break;",
+        )
+    } else {
+        (
+            "const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 15u;\n  \
+             const u32 v = ((warp >> 2) << 1) | ((threadIdx.x >> 4) & 1u), rg = warp & 3u;",
+            "      case 0u: zf_rows<0u>(e, o, vw, p0, lane); break;\n      \
+             case 1u: zf_rows<16u>(e, o, vw, p0, lane); break;\n      \
+             case 2u: zf_rows<32u>(e, o, vw, p0, lane); break;\n      \
+             default: zf_rows<48u>(e, o, vw, p0, lane); break;",
+        )
+    };
+    let body = format!(
+        r#"  {place}
+  const u32 p0 = (vec + v) * 1024u;
+  if (p0 >= len) return;
+  if (p0 + 1024u <= len && {w} != 0u) {{
+    const {word}* __restrict__ vw = (const {word}*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * ({lanes}u * {w}) + lane;
+    switch (rg) {{
+{groups}
     }}
   }} else {{
     const u32 p1 = min(p0 + 1024u, len);
-    for (u32 p = p0 + (threadIdx.x & 63u); p < p1; p += 64u) o[p] = zf_n0(e, p);
+    // The vector's 64 threads, numbered within it.
+    for (u32 p = p0 + rg * {lanes}u + lane; p < p1; p += 64u) o[p] = zf_n0(e, p);
   }}
 "#,
-        w = width_expr(bp),
-        off = b + 1,
-    )))
+        off = bp.base + 1,
+    );
+    Ok(Some((rows, body)))
 }
 
 /// A `bitpack` node's width in generated code: a literal when the kernel is compiled for
@@ -876,8 +918,23 @@ mod tests {
                 "{plan}"
             );
         }
-        // 64-bit values keep the per-position loop.
+        // 64-bit words: 16 lanes, four row groups per vector.
         let k = generate(&shape_of("for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            k.source
+                .contains("const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 15u;")
+        );
+        assert!(k.source.contains("u64 cur = __ldg(vw + 16u * k);"));
+        assert!(
+            k.source
+                .contains("default: zf_rows<48u>(e, o, vw, p0, lane);")
+        );
+        assert!(
+            k.source
+                .contains("o[p0 + (row & 7u) * 128u + fl * 16u + lane]")
+        );
+        // Other shapes keep the per-position loop.
+        let k = generate(&shape_of("zigzag | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
         assert!(!k.source.contains("fl * 16u + lane"));
     }
 
