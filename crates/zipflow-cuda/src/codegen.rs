@@ -167,6 +167,15 @@ pub fn materialised(op: Op, kind: KernelKind) -> bool {
     }
 }
 
+/// Whether node `k` of `nodes` or a node below it is materialised by a stage.
+fn stage_below(nodes: &[NodeSlots], k: usize, kind: KernelKind) -> bool {
+    materialised(nodes[k].op, kind)
+        || nodes[k]
+            .children
+            .iter()
+            .any(|&c| stage_below(nodes, c, kind))
+}
+
 /// Whether the shape needs a chunk kernel: `delta`/`rle` anywhere, or a materialised node
 /// read at positions other than the output's (under a dictionary's values or RLE children).
 pub fn kind_of(shape: &Shape) -> KernelKind {
@@ -397,7 +406,11 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         KernelKind::Chunk => ("  const u32 p0 = 0u, p1 = len;\n", ""),
     };
     let root = &nodes[0];
-    let body = match lane_body(&nodes, kind)? {
+    let lanes = match lane_body(&nodes, kind)? {
+        Some(l) => Some(l),
+        None => dict_lane_body(&nodes, kind, &g.prologue)?,
+    };
+    let body = match lanes {
         Some((rows, body)) => {
             g.src.push_str(&rows);
             body
@@ -544,6 +557,108 @@ __device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
     Ok(Some((rows, body)))
 }
 
+/// The body of a tile kernel for `dict` with bit-packed 8-, 16- or 32-bit codes and a
+/// dictionary read from shared memory (`prologue` loads it): the codes are unpacked lane by
+/// lane as in [`lane_body`] (rows as template constants, each word loaded once) and looked up
+/// as they come. Per vector of 64 threads: 8-bit codes have 128 lanes of 8 rows (two lanes a
+/// thread), 16-bit codes 64 lanes of 16 rows, 32-bit codes 32 lanes in two groups of 16 rows.
+/// `None` for other shapes.
+fn dict_lane_body(
+    nodes: &[NodeSlots],
+    kind: KernelKind,
+    prologue: &str,
+) -> Result<Option<(String, String)>> {
+    if kind != KernelKind::Tile || TILE_THREADS != 256 || TILE_VECTORS != 4 {
+        return Ok(None);
+    }
+    let root = &nodes[0];
+    let (Some(&codes), Some(&values)) = (root.children.first(), root.children.get(1)) else {
+        return Ok(None);
+    };
+    let cn = &nodes[codes];
+    if root.op != Op::Dict || cn.op != Op::BitPack || stage_below(nodes, values, kind) {
+        return Ok(None);
+    }
+    let (word, bits) = match cn.ptype {
+        PType::U8 => ("u8", 8u32),
+        PType::U16 => ("u16", 16),
+        PType::U32 => ("u32", 32),
+        _ => return Ok(None),
+    };
+    let lanes = 1024 / bits;
+    let t = ctype(root.ptype)?;
+    let w = width_expr(cn);
+    let vlen = nodes[values].base;
+    let rows = format!(
+        r#"
+// Rows R0 .. R0 + NR - 1 of this thread's lane of a full vector of codes, looked up.
+template <u32 R0, u32 NR>
+__device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
+                                        const {word}* __restrict__ vw, u32 p0, u32 lane, u32 n) {{
+  const u32 W = {w};
+  const u32 mask = W == 32u ? 0xffffffffu : ((1u << W) - 1u);
+  u32 k = (R0 * W) / {bits}u;
+  u32 cur = __ldg(vw + {lanes}u * k);
+#pragma unroll
+  for (u32 i = 0u; i < NR; ++i) {{
+    const u32 row = R0 + i, sh = (row * W) % {bits}u;
+    u32 x = cur >> sh;
+    if (sh + W >= {bits}u) {{
+      ++k;
+      const u32 next = k < W ? (u32)__ldg(vw + {lanes}u * k) : 0u;
+      if (sh + W > {bits}u) x |= next << ({bits}u - sh);
+      cur = next;
+    }}
+    const u32 c = x & mask;
+    const u32 g = row >> 3, fl = ((g & 1u) << 2) | (g & 2u) | (g >> 2);
+    {t} v;
+    if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); v = ({t})0; }}
+    else v = n <= {DICT_SHARED}u ? zf_d0[c] : zf_n{values}(e, c);
+    o[p0 + (row & 7u) * 128u + fl * 16u + lane] = v;
+  }}
+}}
+"#
+    );
+    // Which vector of the block, which lane, and which rows (uniform within a warp).
+    let (place, call) = match bits {
+        8 => (
+            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
+             const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
+            "    zf_rows<0u, 8u>(e, o, vw, p0, lane, n);\n    \
+             zf_rows<0u, 8u>(e, o, vw + 64u, p0, lane + 64u, n);",
+        ),
+        16 => (
+            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
+             const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
+            "    zf_rows<0u, 16u>(e, o, vw, p0, lane, n);",
+        ),
+        _ => (
+            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
+             const u32 lane = threadIdx.x & 31u, rg = warp & 1u;",
+            "    if (rg == 0u) zf_rows<0u, 16u>(e, o, vw, p0, lane, n);\n    \
+             else zf_rows<16u, 16u>(e, o, vw, p0, lane, n);",
+        ),
+    };
+    let body = format!(
+        r#"  (void)vec;
+{prologue}  {place}
+  const u32 p0 = (vec + v) * 1024u;
+  if (p0 >= len) return;
+  const u32 n = (u32)e.prm[{vlen}];
+  if (p0 + 1024u <= len && {w} != 0u) {{
+    const {word}* __restrict__ vw = (const {word}*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * ({lanes}u * {w}) + lane;
+{call}
+  }} else {{
+    const u32 p1 = min(p0 + 1024u, len);
+    // The vector's 64 threads, numbered within it.
+    for (u32 p = p0 + (threadIdx.x & 63u); p < p1; p += 64u) o[p] = zf_n0(e, p);
+  }}
+"#,
+        off = cn.base + 1,
+    );
+    Ok(Some((rows, body)))
+}
+
 /// A `bitpack` node's width in generated code: a literal when the kernel is compiled for
 /// it, else read from the chunk's descriptor.
 fn width_expr(n: &NodeSlots) -> String {
@@ -568,8 +683,7 @@ struct Gen<'a> {
 impl Gen<'_> {
     /// Whether node `k` or a node below it is materialised by a stage.
     fn has_stage(&self, k: usize) -> bool {
-        let n = &self.nodes[k];
-        materialised(n.op, self.kind) || n.children.iter().any(|&c| self.has_stage(c))
+        stage_below(self.nodes, k, self.kind)
     }
 
     /// Where node `k`'s materialised output lives, indexed by `idx`.
@@ -947,11 +1061,16 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(k.kind, KernelKind::Tile);
         assert!(k.source.contains("__shared__ i64 zf_d0[1024]"));
-        // Filled once per block, before the vector loop, then indexed by code.
+        // Filled once per block, before the codes are unpacked lane by lane and looked up.
         let fill = k.source.find("zf_d0[i] = zf_n2(e, i)");
-        let vectors = k.source.find("for (u32 vi = 0u");
-        assert!(fill.is_some() && fill < vectors);
+        let lanes = k.source.find("zf_rows<0u, 8u>(e, o, vw, p0, lane, n)");
+        assert!(fill.is_some() && lanes.is_some() && fill < lanes);
         assert!(k.source.contains("? zf_d0[c] : zf_n2(e, c)"));
+        // The second lane of each thread's pair.
+        assert!(
+            k.source
+                .contains("zf_rows<0u, 8u>(e, o, vw + 64u, p0, lane + 64u, n)")
+        );
         // Values that need a stage keep the per-lookup path.
         let runs = Values::Int(IntVec::I64((0..5000).map(|i| i / 100).collect()));
         let k = generate(&shape_of("dict(codes: bitpack, values: rle)", &runs))
@@ -981,18 +1100,28 @@ mod tests {
 
     #[test]
     fn other_tile_shapes_use_the_unrolled_generic_body() {
-        let k = generate(&shape_of(
-            "dict(codes: bitpack, values: for | bitpack)",
-            &ints(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
+        let k = generate(&shape_of("zigzag | for | bitpack", &ints()))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(k.threads, TILE_THREADS);
         assert!(k.source.contains("o[p] = zf_n0(e, p)"));
         assert!(
             k.source
                 .contains("#pragma unroll\n    for (u32 i = 0u; i < 1024u / ZF_THREADS")
         );
-        assert!(k.source.contains("zf_unpack<u16, u32, 16>"));
+        // Dictionary codes of every width go lane by lane.
+        let k = generate(&shape_of(
+            "dict(codes: bitpack, values: for | bitpack)",
+            &ints(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(k.source.contains("zf_rows<0u, 16u>(e, o, vw, p0, lane, n)"));
+        let wide = Values::Int(IntVec::I64((0..200_000).map(|i| i * 3).collect()));
+        let k = generate(&shape_of("dict(codes: bitpack, values: plain)", &wide))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            k.source
+                .contains("else zf_rows<16u, 16u>(e, o, vw, p0, lane, n)")
+        );
     }
 
     #[test]
