@@ -115,19 +115,7 @@ impl Encoding for Dict {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("dict", 0, 2)?;
-        node.meta_reader().finish("dict")?;
-        expect_child(node, 1, "values", node.ptype, None)?;
-        let entries = node.children[1].len;
-        expect_child(node, 0, "codes", code_type(entries), Some(node.len))?;
-        // The encoder never stores a value the stream lacks; checking it first keeps a hostile
-        // header from making us decode a huge dictionary.
-        if entries > node.len {
-            return Err(Error::corrupt(format!(
-                "dictionary of {entries} values for a stream of {}",
-                node.len
-            )));
-        }
+        check(node)?;
         let dict = scratch.decode(&node.children[1])?;
         let result = decode_with(&node.children[0], &dict, node.len, out, scratch);
         scratch.give(dict);
@@ -157,6 +145,24 @@ fn split(v: &IntVec) -> (Values, Values) {
         };
         (Values::Int(codes), Values::Int(T::wrap(dict)))
     })
+}
+
+/// Checks a `dict` node's shape and children.
+fn check(node: &NodeView<'_>) -> Result<()> {
+    node.expect_shape("dict", 0, 2)?;
+    node.meta_reader().finish("dict")?;
+    expect_child(node, 1, "values", node.ptype, None)?;
+    let entries = node.children[1].len;
+    expect_child(node, 0, "codes", code_type(entries), Some(node.len))?;
+    // The encoder never stores a value the stream lacks; checking it first keeps a hostile
+    // header from making us decode a huge dictionary.
+    if entries > node.len {
+        return Err(Error::corrupt(format!(
+            "dictionary of {entries} values for a stream of {}",
+            node.len
+        )));
+    }
+    Ok(())
 }
 
 /// Checks the decoded dictionary and decodes the codes child through it into `out`.
@@ -325,17 +331,7 @@ pub(crate) fn for_each_run<T: Int + IntVecOf>(
     scratch: &mut Scratch,
     mut f: impl FnMut(&mut [T]) -> Result<()>,
 ) -> Result<()> {
-    node.expect_shape("dict", 0, 2)?;
-    node.meta_reader().finish("dict")?;
-    expect_child(node, 1, "values", node.ptype, None)?;
-    let entries = node.children[1].len;
-    expect_child(node, 0, "codes", code_type(entries), Some(node.len))?;
-    if entries > node.len {
-        return Err(Error::corrupt(format!(
-            "dictionary of {entries} values for a stream of {}",
-            node.len
-        )));
-    }
+    check(node)?;
     let codes = &node.children[0];
     if codes.id != bitpack::ID {
         let mut out = Values::Int(T::wrap(Vec::new()));

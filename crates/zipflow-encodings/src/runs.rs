@@ -52,7 +52,7 @@ pub fn for_each_run<T: Int + IntVecOf>(
         let r = T::from_u64_wrapping(reference).to_bits();
         return unpacked::<T>(&node.children[0], Some(r), &mut f);
     }
-    if node.id == dict::ID && node.children.first().is_some_and(|c| c.id == bitpack::ID) {
+    if node.id == dict::ID {
         return dict::for_each_run(node, scratch, f);
     }
     if node.id == ans::ID && T::PTYPE == zipflow_core::PType::U32 {

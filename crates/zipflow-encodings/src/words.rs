@@ -221,20 +221,8 @@ impl Encoding for Words {
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
         let strings = node.ptype == PType::Bytes;
-        node.expect_shape("words", 0, if strings { 3 } else { 2 })?;
-        let mut meta = node.meta_reader();
-        let total = if strings {
-            usize::try_from(meta.u64("words total bytes")?)
-                .map_err(|_| Error::corrupt("words total bytes out of range"))?
-        } else {
-            node.len
-        };
-        meta.finish("words")?;
-        expect_child(node, 0, "codes", PType::U32, None)?;
-        expect_child(node, 1, "dict", PType::Bytes, None)?;
-        if strings {
-            expect_child(node, 2, "counts", PType::U32, Some(node.len))?;
-        }
+        let total = usize::try_from(check(node)?)
+            .map_err(|_| Error::corrupt("words total bytes out of range"))?;
         let dict = scratch.decode(&node.children[1])?;
         let Values::Bytes(d) = &dict else {
             scratch.give(dict);
@@ -258,6 +246,25 @@ impl Encoding for Words {
         scratch.give(dict);
         result
     }
+}
+
+/// Checks a `words` node's shape, metadata and children; returns the bytes it decodes to.
+fn check(node: &NodeView<'_>) -> Result<u64> {
+    let strings = node.ptype == PType::Bytes;
+    node.expect_shape("words", 0, if strings { 3 } else { 2 })?;
+    let mut meta = node.meta_reader();
+    let total = if strings {
+        meta.u64("words total bytes")?
+    } else {
+        node.len as u64
+    };
+    meta.finish("words")?;
+    expect_child(node, 0, "codes", PType::U32, None)?;
+    expect_child(node, 1, "dict", PType::Bytes, None)?;
+    if strings {
+        expect_child(node, 2, "counts", PType::U32, Some(node.len))?;
+    }
+    Ok(total)
 }
 
 /// Places every string that ends within tokens `before..after`, whose ends are `ends`: the
@@ -391,18 +398,12 @@ pub fn decode_views(
             "string views asked of a node that is not words over strings",
         ));
     }
-    node.expect_shape("words", 0, 3)?;
-    let mut meta = node.meta_reader();
-    let total = meta.u64("words total bytes")?;
-    meta.finish("words")?;
+    let total = check(node)?;
     if u32::try_from(total).is_err() {
         return Err(Error::unsupported(format!(
             "{total} bytes of strings in one chunk: views address 4 GiB"
         )));
     }
-    expect_child(node, 0, "codes", PType::U32, None)?;
-    expect_child(node, 1, "dict", PType::Bytes, None)?;
-    expect_child(node, 2, "counts", PType::U32, Some(node.len))?;
     let dict = scratch.decode(&node.children[1])?;
     let Values::Bytes(d) = &dict else {
         scratch.give(dict);

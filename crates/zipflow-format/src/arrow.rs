@@ -512,26 +512,14 @@ pub fn dict_view_array(
     }
     let data = &dict.data;
     let mut entry_views = Vec::with_capacity(dict.len());
-    for w in dict.offsets.windows(2) {
-        let (start, end) = (w[0] as usize, w[1] as usize);
-        let Some(s) = data.get(start..end) else {
-            return Err(bad("dictionary offsets run backwards or past the data"));
-        };
-        if utf8
-            && (s.first().is_some_and(|&c| (0x80..0xc0).contains(&c))
-                || data.get(end).is_some_and(|&c| (0x80..0xc0).contains(&c)))
-        {
-            return Err(bad("a dictionary string splits a UTF-8 character"));
-        }
-        let len = s.len() as u128;
-        entry_views.push(if s.len() <= 12 {
-            let mut w = [0u8; 16];
-            w[..s.len()].copy_from_slice(s);
-            len | (u128::from_le_bytes(w) << 32)
-        } else {
-            let prefix = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-            len | (u128::from(prefix) << 32) | ((start as u128) << 96)
-        });
+    let (built, mid_char) = views::push_views_checked(data, &dict.offsets, &mut entry_views);
+    if built != dict.len() {
+        return Err(bad("dictionary offsets run backwards or past the data"));
+    }
+    // Entries lie end to end, so each one's end is the next one's start, or the last offset.
+    let last = dict.offsets.last().map_or(0, |&o| o as usize);
+    if utf8 && (mid_char || data.get(last).is_some_and(|&c| (0x80..0xc0).contains(&c))) {
+        return Err(bad("a dictionary string splits a UTF-8 character"));
     }
     let mut views = views;
     views.clear();

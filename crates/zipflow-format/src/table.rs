@@ -15,7 +15,7 @@ use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{DataType, Field, SchemaRef};
 use rayon::prelude::*;
 use zipflow_core::stats::ChunkStats;
-use zipflow_core::{ColumnType, Error, IntVec, Plan, Result, Values};
+use zipflow_core::{ColumnType, Error, IntVec, PType, Plan, Result, Values};
 use zipflow_encodings::{EncodedNode, NodeView, Scratch};
 use zipflow_select::ColumnSelector;
 
@@ -410,13 +410,7 @@ impl ZfFile {
     /// Reads chunk `chunk` of column `col` as an Arrow array of the column's exact type.
     /// Errors name file, column and chunk.
     pub fn read_array(&self, col: usize, chunk: usize, scratch: &mut Scratch) -> Result<ArrayRef> {
-        if let Some(a) = self.try_dict_views(col, chunk, scratch, None)? {
-            return Ok(a);
-        }
-        if let Some(a) = self.try_wide_decimals(col, chunk, scratch, None)? {
-            return Ok(a);
-        }
-        if let Some(a) = self.try_word_views(col, chunk, scratch, None)? {
+        if let Some(a) = self.try_streamed(col, chunk, scratch, None)? {
             return Ok(a);
         }
         let (values, validity) = self.read_chunk(col, chunk, scratch)?;
@@ -452,22 +446,11 @@ impl ZfFile {
                 "column index {col} out of range"
             ))));
         };
-        if let Some(a) =
-            self.try_dict_views(col, chunk, &mut pool.scratch, Some(&mut pool.u128s))?
-        {
-            return Ok(a);
-        }
-        if let Some(a) =
-            self.try_wide_decimals(col, chunk, &mut pool.scratch, Some(&mut pool.i128s))?
-        {
-            return Ok(a);
-        }
         if meta.column_type.ptype() == zipflow_core::PType::Bytes {
             pool.prime_strings();
         }
-        if let Some(a) =
-            self.try_word_views(col, chunk, &mut pool.scratch, Some(&mut pool.u128s))?
-        {
+        let reuse = Some((&mut pool.u128s, &mut pool.i128s));
+        if let Some(a) = self.try_streamed(col, chunk, &mut pool.scratch, reuse)? {
             return Ok(a);
         }
         let (values, validity) = self.read_chunk(col, chunk, &mut pool.scratch)?;
@@ -508,127 +491,56 @@ impl ZfFile {
         Ok(Some((node, locate)))
     }
 
-    /// The fast path for a string-view column whose chunk is a `strdict` without nulls: the
-    /// views are gathered from the dictionary's views as the codes stream, and the dictionary
-    /// is the data buffer. `None` when the chunk does not qualify.
-    fn try_dict_views(
+    /// The streaming fast paths for chunks without nulls, the values tree parsed once: a
+    /// string-view column whose chunk is `strdict` (views gathered from the dictionary's as
+    /// the codes stream, the dictionary as the data buffer) or `words` (views built as the
+    /// tokens expand), and a `Decimal128` column (the scaled integers widened a vector at a
+    /// time). `reuse` offers recycled view and decimal buffers. `None` when the chunk does not
+    /// qualify.
+    #[allow(clippy::type_complexity)]
+    fn try_streamed(
         &self,
         col: usize,
         chunk: usize,
         scratch: &mut Scratch,
-        views: Option<&mut Vec<Vec<u128>>>,
+        reuse: Option<(&mut Vec<Vec<u128>>, &mut Vec<Vec<i128>>)>,
     ) -> Result<Option<ArrayRef>> {
         let schema = self.arrow_schema();
-        let Some(field) = schema.fields().get(col) else {
+        let (Some(field), Some(column)) = (schema.fields().get(col), self.columns().get(col))
+        else {
             return Ok(None);
         };
-        let utf8 = match field.data_type() {
+        let dt = field.data_type();
+        let utf8 = match dt {
             DataType::Utf8View => true,
             DataType::BinaryView => false,
+            DataType::Decimal128(..) if column.column_type.ptype() == PType::I64 => false,
             _ => return Ok(None),
         };
         let Some((node, locate)) = self.plain_node(col, chunk)? else {
             return Ok(None);
         };
-        if node.id != zipflow_encodings::strdict::ID || node.children.len() != 2 {
-            return Ok(None);
-        }
-        let (codes_node, dict_node) = (&node.children[0], &node.children[1]);
-        if codes_node.ptype != zipflow_core::PType::U32
-            || codes_node.len != node.len
-            || dict_node.ptype != zipflow_core::PType::Bytes
-        {
-            return Err(locate(Error::corrupt(
-                "strdict children have the wrong types",
-            )));
-        }
-        let dict = match scratch.decode(dict_node).map_err(&locate)? {
-            Values::Bytes(d) => d,
-            other => {
-                scratch.give(other);
-                return Err(locate(Error::corrupt(
-                    "strdict children have the wrong types",
-                )));
+        let (views, wide) = match reuse {
+            Some((v, w)) => (Some(v), Some(w)),
+            None => (None, None),
+        };
+        let name = &column.name;
+        let array = match *dt {
+            DataType::Decimal128(precision, scale) => {
+                let wide = wide.and_then(|b| b.pop()).unwrap_or_default();
+                crate::arrow::wide_decimal_array(name, &node, precision, scale, scratch, wide)
             }
-        };
-        let views = views.and_then(|v| v.pop()).unwrap_or_default();
-        let name = &self.columns()[col].name;
-        crate::arrow::dict_view_array(name, codes_node, node.len, dict, utf8, views, scratch)
-            .map(Some)
-            .map_err(locate)
-    }
-
-    /// The fast path for a string-view column whose chunk is `words` over strings without
-    /// nulls: the views are built as the tokens expand (see
-    /// [`zipflow_encodings::words::decode_views`]). `None` when the chunk does not qualify.
-    fn try_word_views(
-        &self,
-        col: usize,
-        chunk: usize,
-        scratch: &mut Scratch,
-        views: Option<&mut Vec<Vec<u128>>>,
-    ) -> Result<Option<ArrayRef>> {
-        let schema = self.arrow_schema();
-        let Some(field) = schema.fields().get(col) else {
-            return Ok(None);
-        };
-        let utf8 = match field.data_type() {
-            DataType::Utf8View => true,
-            DataType::BinaryView => false,
+            _ if node.id == zipflow_encodings::strdict::ID => {
+                let views = views.and_then(|v| v.pop()).unwrap_or_default();
+                dict_views(name, &node, utf8, views, scratch)
+            }
+            _ if node.id == zipflow_encodings::words::ID => {
+                let views = views.and_then(|v| v.pop()).unwrap_or_default();
+                word_views(&node, utf8, views, scratch)
+            }
             _ => return Ok(None),
         };
-        let Some((node, locate)) = self.plain_node(col, chunk)? else {
-            return Ok(None);
-        };
-        if node.id != zipflow_encodings::words::ID {
-            return Ok(None);
-        }
-        let mut strings = match scratch.take(zipflow_core::PType::Bytes) {
-            Values::Bytes(b) => b,
-            other => {
-                scratch.give(other);
-                zipflow_core::values::ByteStrings::default()
-            }
-        };
-        let mut v = views.and_then(|v| v.pop()).unwrap_or_default();
-        zipflow_encodings::words::decode_views(&node, scratch, utf8, &mut strings, &mut v)
-            .map_err(&locate)?;
-        let data = std::mem::take(&mut strings.data);
-        scratch.give(Values::Bytes(strings));
-        // SAFETY: `decode_views` built every view from a range inside `data`, and with `utf8`
-        // checked that every string is valid UTF-8 (each is whole dictionary entries, each
-        // checked).
-        Ok(Some(unsafe { crate::arrow::views_array(v, data, utf8) }))
-    }
-
-    /// The fast path for a `Decimal128` column without nulls: the stored (scaled) integers
-    /// stream a vector at a time straight into the 16-byte output, so the 8-byte stream is
-    /// never written out. `None` when the chunk does not qualify.
-    fn try_wide_decimals(
-        &self,
-        col: usize,
-        chunk: usize,
-        scratch: &mut Scratch,
-        buffers: Option<&mut Vec<Vec<i128>>>,
-    ) -> Result<Option<ArrayRef>> {
-        let schema = self.arrow_schema();
-        let Some(field) = schema.fields().get(col) else {
-            return Ok(None);
-        };
-        let DataType::Decimal128(precision, scale) = *field.data_type() else {
-            return Ok(None);
-        };
-        if self.columns()[col].column_type.ptype() != zipflow_core::PType::I64 {
-            return Ok(None);
-        }
-        let Some((node, locate)) = self.plain_node(col, chunk)? else {
-            return Ok(None);
-        };
-        let name = &self.columns()[col].name;
-        let wide = buffers.and_then(|b| b.pop()).unwrap_or_default();
-        crate::arrow::wide_decimal_array(name, &node, precision, scale, scratch, wide)
-            .map(Some)
-            .map_err(locate)
+        array.map(Some).map_err(locate)
     }
 
     /// Reads row group `i` (chunk `i` of every column, decoded in parallel) as a record batch.
@@ -658,4 +570,54 @@ impl ZfFile {
     pub fn batches(&self) -> impl Iterator<Item = Result<RecordBatch>> + '_ {
         (0..self.num_chunks()).map(move |i| self.read_batch(i))
     }
+}
+
+/// A view array from a `strdict` node: the dictionary decoded, the codes streamed into
+/// views gathered from the dictionary's (see [`crate::arrow::dict_view_array`]).
+fn dict_views(
+    name: &str,
+    node: &NodeView<'_>,
+    utf8: bool,
+    views: Vec<u128>,
+    scratch: &mut Scratch,
+) -> Result<ArrayRef> {
+    let wrong = || Error::corrupt("strdict children have the wrong types");
+    let [codes, dict] = &node.children[..] else {
+        return Err(wrong());
+    };
+    if codes.ptype != PType::U32 || codes.len != node.len || dict.ptype != PType::Bytes {
+        return Err(wrong());
+    }
+    let dict = match scratch.decode(dict)? {
+        Values::Bytes(d) => d,
+        other => {
+            scratch.give(other);
+            return Err(wrong());
+        }
+    };
+    crate::arrow::dict_view_array(name, codes, node.len, dict, utf8, views, scratch)
+}
+
+/// A view array from a `words` node over strings, each view built as its string's tokens
+/// expand (see [`zipflow_encodings::words::decode_views`]).
+fn word_views(
+    node: &NodeView<'_>,
+    utf8: bool,
+    mut views: Vec<u128>,
+    scratch: &mut Scratch,
+) -> Result<ArrayRef> {
+    let mut strings = match scratch.take(PType::Bytes) {
+        Values::Bytes(b) => b,
+        other => {
+            scratch.give(other);
+            zipflow_core::values::ByteStrings::default()
+        }
+    };
+    zipflow_encodings::words::decode_views(node, scratch, utf8, &mut strings, &mut views)?;
+    let data = std::mem::take(&mut strings.data);
+    scratch.give(Values::Bytes(strings));
+    // SAFETY: `decode_views` built every view from a range inside `data`, and with `utf8`
+    // checked that every string is valid UTF-8 (each is whole dictionary entries, each
+    // checked).
+    Ok(unsafe { crate::arrow::views_array(views, data, utf8) })
 }

@@ -381,18 +381,21 @@ fn pooled_reads_equal_fresh_reads_and_reuse_buffers() {
     }
 }
 
+/// Strings for the view tests: inline and long, multi-byte, empty.
+const VIEW_STRINGS: [&str; 6] = [
+    "A",
+    "N",
+    "R",
+    "a string longer than twelve bytes",
+    "żółć",
+    "",
+];
+
 #[test]
 fn dictionary_strings_read_as_views() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v.zf");
-    let words = [
-        "A",
-        "N",
-        "R",
-        "a string longer than twelve bytes",
-        "żółć",
-        "",
-    ];
+    let words = VIEW_STRINGS;
     let values: Vec<&str> = (0..5000).map(|i| words[(i * 7) % words.len()]).collect();
     let schema = Arc::new(Schema::new(vec![
         Field::new("s", DataType::Utf8View, false),
@@ -442,14 +445,7 @@ fn streamed_decimals_and_views_equal_decoded_ones() {
     let prices: Vec<i128> = (0..n)
         .map(|_| i128::from(rng.below(100_000)) - 500)
         .collect();
-    let flags = [
-        "A",
-        "N",
-        "R",
-        "a string longer than twelve bytes",
-        "żółć",
-        "",
-    ];
+    let flags = VIEW_STRINGS;
     let words: Vec<&str> = (0..n).map(|i| flags[(i * i + 3) % flags.len()]).collect();
     let decimal_plans = [
         "bitpack",
