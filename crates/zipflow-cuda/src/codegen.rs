@@ -10,7 +10,12 @@
 //! - `patch` and `float2int` fill the buffer from their child, then scatter their exceptions
 //!   (positions are strictly increasing, so each block finds its own by binary search);
 //! - `delta` is a block-wide wrapping prefix sum over the chunk, carried from tile to tile;
-//! - `rle` scans the run lengths (block-wide exclusive sum) and expands each run.
+//! - `rle` scans the run lengths (block-wide exclusive sum) and expands each run;
+//! - `ans` decodes each block of its stream in one warp, a state per lane ([`strings`]).
+//!
+//! Byte-string roots (`strdict`, `words`, `plain` over strings) write Arrow-style output: the
+//! column's bytes, then its `u64` offsets; their dictionaries are staged in shared memory
+//! ([`strings`]).
 //!
 //! Two kernel kinds follow from the shape ([`KernelKind`]):
 //! - **tile**: one thread block per 1024-value vector, for shapes without `delta`/`rle` whose
@@ -29,7 +34,9 @@
 //! the compressed bytes, the output (the column's physical type), the scratch buffer, the
 //! descriptors (`ZF_NPRM` slots per chunk), two `u32` per block (chunk index in `prm`, vector
 //! index) and an error word where the kernel ORs [`ERR_DICT`], [`ERR_RLE_ZERO`],
-//! [`ERR_RLE_SUM`] on corrupt data.
+//! [`ERR_RLE_SUM`], [`ERR_ANS`], [`ERR_STR`] on corrupt data.
+
+mod strings;
 
 use crate::shape::{Op, Shape};
 use zipflow_core::{Error, PType, Result};
@@ -49,6 +56,11 @@ pub const ERR_DICT: i32 = 1;
 pub const ERR_RLE_ZERO: i32 = 2;
 /// Error bit: RLE runs that do not add up to the node's length.
 pub const ERR_RLE_SUM: i32 = 4;
+/// Error bit: an `ans` block that does not decode consistently (words left over or missing,
+/// or a lane not ending at its initial state).
+pub const ERR_ANS: i32 = 8;
+/// Error bit: string lengths, token counts or byte totals that disagree with each other.
+pub const ERR_STR: i32 = 16;
 /// Dictionaries of at most this many entries are read from shared memory.
 pub const DICT_SHARED: usize = 1024;
 /// Name of the generated kernel.
@@ -108,25 +120,35 @@ pub struct Kernel {
     pub out: PType,
     /// Threads per block (passed to NVRTC as `-DZF_THREADS`).
     pub threads: u32,
+    /// Bytes of dynamic shared memory per block (string kernels).
+    pub dyn_smem: u32,
 }
 
-/// Descriptor slot 0: the chunk's first output element in the output buffer.
+/// Descriptor slot 0: the chunk's first output element in the output buffer (for byte
+/// strings, the byte offset of its first offset).
 pub const SLOT_OUT: usize = 0;
 
 /// Parameter slots an op takes after its length slot, in order:
-/// - `plain`: byte offset of the values in `in`;
+/// - `plain`: byte offset of the values in `in` (two slots unused); over byte strings at the
+///   root, as `strdict`;
+/// - `strdict`, `words`: the byte offset of the chunk's bytes in the output, their number,
+///   and the width of the offsets (8, 4, or 0 for none);
 /// - `bitpack`: byte offset of the packed words, bit width;
 /// - `for`: reference bits; `constant`: value bits; `delta`: base bits;
 /// - `patch`, `float2int`: byte offsets of positions and exception values, exception count
 ///   (`float2int` then the bits of `10^E` as an f64);
+/// - `ans`: byte offsets of the states, block starts and words, the number of words, the
+///   block size's log2, the byte offset of the cumulative frequencies (`nsym + 1` u32, staged
+///   by the host after the tree) and `nsym`;
 /// - `zigzag`, `rle`, `dict`: none (they read their children's length slots).
 pub fn param_slots(op: Op) -> usize {
     match op {
         Op::ZigZag | Op::Rle | Op::Dict => 0,
-        Op::Plain | Op::For | Op::Constant | Op::Delta => 1,
+        Op::For | Op::Constant | Op::Delta => 1,
         Op::BitPack => 2,
-        Op::Patch => 3,
+        Op::Plain | Op::StrDict | Op::Words | Op::Patch => 3,
         Op::FloatToInt => 4,
+        Op::Ans => 7,
     }
 }
 
@@ -161,7 +183,7 @@ fn acc(p: PType) -> &'static str {
 /// nothing when a chunk has none), which spares a pass through device memory.
 pub fn materialised(op: Op, kind: KernelKind) -> bool {
     match op {
-        Op::Delta | Op::Rle => true,
+        Op::Delta | Op::Rle | Op::Ans => true,
         Op::Patch | Op::FloatToInt => kind == KernelKind::Tile,
         _ => false,
     }
@@ -179,6 +201,9 @@ fn stage_below(nodes: &[NodeSlots], k: usize, kind: KernelKind) -> bool {
 /// Whether the shape needs a chunk kernel: `delta`/`rle` anywhere, or a materialised node
 /// read at positions other than the output's (under a dictionary's values or RLE children).
 pub fn kind_of(shape: &Shape) -> KernelKind {
+    if shape.ptype == PType::Bytes {
+        return KernelKind::Chunk;
+    }
     fn chunk(s: &Shape, elsewhere: bool) -> bool {
         if s.op.is_chunk_wide() || (elsewhere && s.op.is_materialised()) {
             return true;
@@ -207,8 +232,25 @@ fn check_types(s: &Shape) -> Result<()> {
     let n = s.children.len();
     let child = |i: usize| s.children.get(i).map(|c| c.ptype);
     let int = s.ptype.is_int();
+    let bytes = s.ptype == PType::Bytes;
+    // A string dictionary: `plain` over byte strings with numeric children.
+    let dict = |i: usize| {
+        s.children
+            .get(i)
+            .is_some_and(|c| c.op == Op::Plain && c.ptype == PType::Bytes)
+    };
     let ok = match s.op {
+        Op::Plain if bytes => n == 2 && child(0) == Some(PType::U32) && child(1) == Some(PType::U8),
         Op::Plain => n == 0,
+        Op::Ans => n == 0 && matches!(s.ptype, PType::U8 | PType::U16 | PType::U32),
+        Op::StrDict => bytes && n == 2 && child(0) == Some(PType::U32) && dict(1),
+        Op::Words => {
+            bytes
+                && n == 3
+                && child(0) == Some(PType::U32)
+                && dict(1)
+                && child(2) == Some(PType::U32)
+        }
         Op::BitPack => int && n == 0,
         Op::Constant => n == 0,
         Op::For | Op::ZigZag => int && n == 1 && child(0) == Some(s.ptype.to_unsigned()),
@@ -230,6 +272,45 @@ fn check_types(s: &Shape) -> Result<()> {
         return bad(&format!("children of types [{}]", types.join(", ")));
     }
     s.children.iter().try_for_each(check_types)
+}
+
+/// Checks that byte strings appear only at the root and as the dictionary of a `strdict` or
+/// `words` root (the GPU assembles strings only there).
+fn check_strings(s: &Shape) -> Result<()> {
+    let nested =
+        |c: &Shape| {
+            c.preorder().iter().any(|n| n.ptype == PType::Bytes).then(|| {
+            Err(Error::unsupported(format!(
+                "the GPU decoder handles byte strings only as a column or as its dictionary, \
+                 not below `{}` in `{}`",
+                c.op.name(),
+                s.key()
+            )))
+        })
+        };
+    for (i, c) in s.children.iter().enumerate() {
+        let is_dict = matches!(s.op, Op::StrDict | Op::Words) && i == 1;
+        let below: Vec<&Shape> = if is_dict {
+            c.children.iter().collect()
+        } else {
+            vec![c]
+        };
+        for b in below {
+            if let Some(e) = nested(b) {
+                return e;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether node `k` (of shape `s`) needs a scratch region in a chunk kernel: a materialised
+/// node below the root, or a string dictionary (its entries' offsets, when they do not fit
+/// in shared memory).
+fn needs_scratch(s: &Shape, k: usize, kind: KernelKind) -> bool {
+    kind == KernelKind::Chunk
+        && k > 0
+        && (materialised(s.op, kind) || (s.op == Op::Plain && s.ptype == PType::Bytes))
 }
 
 /// Assigns descriptor slots in pre-order.
@@ -263,7 +344,7 @@ fn layout(shape: &Shape, kind: KernelKind) -> (Vec<NodeSlots>, usize) {
     for (k, s) in order.iter().enumerate() {
         let base = next;
         next += 1 + param_slots(s.op);
-        let scratch = (kind == KernelKind::Chunk && k > 0 && materialised(s.op, kind)).then(|| {
+        let scratch = needs_scratch(s, k, kind).then(|| {
             next += 1;
             next - 1
         });
@@ -299,6 +380,8 @@ typedef double f64;
 #define ZF_ERR_DICT 1
 #define ZF_ERR_RLE_ZERO 2
 #define ZF_ERR_RLE_SUM 4
+#define ZF_ERR_ANS 8
+#define ZF_ERR_STR 16
 
 struct Env {
   const u8* in;
@@ -369,6 +452,7 @@ __device__ __forceinline__ A zf_scan_excl(A x, A* total) {
 /// error naming the primitive.
 pub fn generate(shape: &Shape) -> Result<Kernel> {
     check_types(shape)?;
+    check_strings(shape)?;
     let kind = kind_of(shape);
     let (nodes, nparams) = layout(shape, kind);
     let mut g = Gen {
@@ -377,6 +461,8 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         src: String::new(),
         prologue: String::new(),
         stages: String::new(),
+        ans_table: false,
+        dyn_smem: 0,
     };
     let key = shape.key();
     g.src.push_str(
@@ -392,6 +478,33 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
             .replace("@NPRM@", &nparams.to_string()),
     );
     g.node(0)?;
+    if shape.ptype == PType::Bytes {
+        let dyn_smem = g.dyn_smem;
+        g.src.push_str(&format!(
+            r#"
+extern "C" __global__ void __launch_bounds__(ZF_THREADS)
+{KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
+          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
+  const u32 chunk = work[2u * blockIdx.x];
+  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
+  u8* o = out + e.prm[{SLOT_OUT}];
+  const u32 len = (u32)e.prm[{len_slot}];
+{stages}}}
+"#,
+            len_slot = nodes[0].base,
+            stages = g.stages,
+        ));
+        return Ok(Kernel {
+            source: g.src,
+            kind,
+            nparams,
+            nodes,
+            key,
+            out: shape.ptype,
+            threads: kind.threads(),
+            dyn_smem,
+        });
+    }
     let root_t = ctype(shape.ptype)?;
     let (range, end) = match kind {
         KernelKind::Tile => (
@@ -457,6 +570,7 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
         key,
         out: shape.ptype,
         threads: kind.threads(),
+        dyn_smem: 0,
     })
 }
 
@@ -678,6 +792,10 @@ struct Gen<'a> {
     prologue: String,
     /// Kernel body stages, children before parents.
     stages: String,
+    /// Whether the shared `ans` decoding table is declared.
+    ans_table: bool,
+    /// Bytes of dynamic shared memory the stages use.
+    dyn_smem: u32,
 }
 
 impl Gen<'_> {
@@ -707,6 +825,13 @@ impl Gen<'_> {
         let n = self.nodes[k].clone();
         for &c in &n.children {
             self.node(c)?;
+        }
+        if n.ptype == PType::Bytes {
+            return if k == 0 {
+                self.string_root(k)
+            } else {
+                self.dict_stage(k)
+            };
         }
         let t = ctype(n.ptype)?;
         let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
@@ -777,7 +902,14 @@ impl Gen<'_> {
                     val = b + 2
                 )
             }
-            Op::Patch | Op::FloatToInt | Op::Delta | Op::Rle => {
+            Op::StrDict | Op::Words => {
+                return Err(Error::unsupported(format!(
+                    "`{}` over {} values",
+                    n.op.name(),
+                    n.ptype
+                )));
+            }
+            Op::Patch | Op::FloatToInt | Op::Delta | Op::Rle | Op::Ans => {
                 self.stage(k)?;
                 format!("  return {};\n", self.buf(k, "p")?)
             }
@@ -986,6 +1118,7 @@ impl Gen<'_> {
                     bq = self.buf(k, "q")?,
                 )
             }
+            Op::Ans => self.ans_stage(k)?,
             _ => {
                 return Err(Error::unsupported(format!(
                     "`{}` is not a materialised primitive",
@@ -1259,15 +1392,53 @@ mod tests {
             panic!("expected Unsupported, got {e:?}")
         };
         assert!(what.contains("id 12") || what.contains("fsst"), "{what}");
-        let bytes = Values::Bytes(zipflow_core::values::ByteStrings::default());
-        let plan: Plan = "plain".parse().unwrap_or_else(|e| panic!("{e}"));
-        let node = encode(&plan, &bytes).unwrap_or_else(|e| panic!("{e}"));
-        let raw = node.to_bytes().unwrap_or_else(|e| panic!("{e}"));
+        let view_of = |plan: &str| {
+            let plan: Plan = plan.parse().unwrap_or_else(|e| panic!("{e}"));
+            let node = encode(&plan, &texts()).unwrap_or_else(|e| panic!("{e}"));
+            node.to_bytes().unwrap_or_else(|e| panic!("{e}"))
+        };
+        let raw = view_of("plain(bytes: fsst)");
         let view = NodeView::parse(&raw).unwrap_or_else(|e| panic!("{e}"));
         let e = Shape::of(&view);
         assert!(
-            matches!(&e, Err(Error::Unsupported { what, .. }) if what.contains("byte strings")),
+            matches!(&e, Err(Error::Unsupported { what, .. }) if what.contains("`fsst`")),
             "{e:?}"
         );
+    }
+
+    fn texts() -> Values {
+        let mut b = zipflow_core::values::ByteStrings::default();
+        b.offsets.push(0);
+        for i in 0..3000u64 {
+            b.data
+                .extend_from_slice(format!("word{} and {} more. ", i % 40, i % 7).as_bytes());
+            b.offsets.push(b.data.len() as u64);
+        }
+        Values::Bytes(b)
+    }
+
+    #[test]
+    fn string_roots_write_offsets_and_stage_their_bytes() {
+        let cases = [
+            ("plain", "zf_n3(e, (u32)s + j)"),
+            ("strdict(codes: bitpack)", "zf_db2(so + j)"),
+            ("strdict(codes: ans)", "zf_ans_renorm(x, act, pos, win, bad);"),
+            (
+                "words(codes: ans, counts: ans)",
+                "const u64 ts = tcarry + zf_scan_excl<u64>((u64)cnt, &ttot);",
+            ),
+        ];
+        for (plan, needle) in cases {
+            let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
+            assert_eq!(k.kind, KernelKind::Chunk, "{plan}");
+            assert!(k.dyn_smem >= strings::STAGE_BYTES, "{plan}");
+            for n in [needle, "((u32*)o)[r] = (u32)(at + s);", "g[q] = zf_stage[q]"] {
+                assert!(k.source.contains(n), "{plan}: no `{n}` in\n{}", k.source);
+            }
+        }
+        // Dictionaries get a scratch region for offsets that do not fit shared memory.
+        let k = generate(&shape_of("strdict", &texts())).unwrap_or_else(|e| panic!("{e}"));
+        assert!(k.nodes[2].scratch.is_some());
+        assert!(k.source.contains("zf_m2 < ZF_STR_OFFS ? zf_soff"));
     }
 }

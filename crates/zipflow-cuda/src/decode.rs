@@ -15,19 +15,22 @@
 //! that [`ColumnDecoder::finish`] turns into `Error::Corrupt`. One check the CPU makes is not
 //! repeated: that a dictionary is strictly increasing (it only matters for predicates).
 
-use crate::codegen::{ERR_DICT, ERR_RLE_SUM, ERR_RLE_ZERO, Kernel, KernelKind, generate};
+use crate::codegen::{
+    ERR_ANS, ERR_DICT, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR, Kernel, KernelKind, SLOT_OUT, generate,
+};
 use crate::device::{Gpu, cuda};
 use crate::shape::{Op, Shape};
-use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
+use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, PType, Result, VECTOR_LEN, Values, with_int_ptype};
 use zipflow_encodings::node::cast_or_copy;
-use zipflow_encodings::{NodeView, bitpack, dict, float2int, patch};
+use zipflow_encodings::{NodeView, ans, bitpack, dict, float2int, patch, words};
 use zipflow_format::ZfFile;
 
 /// Chunks per upload batch: large enough that a batch's tile kernels fill the GPU and a copy
@@ -38,14 +41,35 @@ const BATCH_CHUNKS: usize = 32;
 const INPUT_ALIGN: usize = 256;
 
 /// A decoded column on the device: the values in the column's physical type, chunk after
-/// chunk.
+/// chunk. Byte strings are laid out as Arrow's strings: the strings' bytes, then, at the next
+/// multiple of 8, `len + 1` little-endian offsets into them, `u32` when the bytes are fewer
+/// than 2^32 (Arrow's `Utf8`), else `u64` (`LargeUtf8`).
 pub struct DeviceColumn {
     /// Physical type of the values.
     pub ptype: PType,
     /// Number of values.
     pub len: usize,
-    /// The values' bytes (`len * ptype.byte_width()` of them, maybe one more).
+    /// Bytes of the strings (byte-string columns; 0 otherwise).
+    pub string_bytes: usize,
+    /// Bytes per string offset: 4 or 8 (0: the offsets were not written).
+    pub offset_width: usize,
+    /// The values' bytes (`len * ptype.byte_width()` of them, maybe one more), or the
+    /// strings' bytes and offsets.
     pub buffer: CudaSlice<u8>,
+}
+
+/// Where the offsets of a byte-string column with `string_bytes` bytes start in its buffer.
+pub fn offsets_start(string_bytes: usize) -> usize {
+    string_bytes.next_multiple_of(8)
+}
+
+/// Bytes per offset of a byte-string column with `string_bytes` bytes.
+pub fn offset_width(string_bytes: usize) -> usize {
+    if u32::try_from(string_bytes).is_ok() {
+        4
+    } else {
+        8
+    }
 }
 
 impl std::fmt::Debug for DeviceColumn {
@@ -64,6 +88,27 @@ impl DeviceColumn {
         let bytes = stream
             .clone_dtoh(&self.buffer)
             .map_err(cuda("copying values to the host"))?;
+        if self.ptype == PType::Bytes {
+            let at = offsets_start(self.string_bytes);
+            let w = self.offset_width;
+            if w == 0 {
+                return Err(Error::invalid("the strings were decoded without offsets"));
+            }
+            let raw = bytes
+                .get(at..at + w * (self.len + 1))
+                .ok_or_else(|| Error::corrupt("device column shorter than its offsets"))?;
+            let offsets = if w == 8 {
+                bytemuck::pod_collect_to_vec(raw)
+            } else {
+                raw.chunks_exact(4)
+                    .map(|c| u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                    .collect()
+            };
+            return Ok(Values::Bytes(ByteStrings {
+                offsets,
+                data: bytes[..self.string_bytes].to_vec(),
+            }));
+        }
         let n = self.len * self.ptype.byte_width();
         let bytes = bytes
             .get(..n)
@@ -97,9 +142,15 @@ pub fn decode_column_to_host(gpu: &Gpu, file: &ZfFile, column: usize) -> Result<
 }
 
 /// Decodes serialised node trees (one per chunk, all of `ptype`) on `gpu`; the values come
-/// back concatenated.
-pub fn decode_trees(gpu: &Gpu, ptype: PType, trees: &[&[u8]]) -> Result<Values> {
-    let mut d = ColumnDecoder::new(gpu, ptype, trees)?;
+/// back concatenated. Byte strings need each chunk's byte count when a chunk's tree does not
+/// hold it (`strdict`): `string_bytes`, one per tree.
+pub fn decode_trees(
+    gpu: &Gpu,
+    ptype: PType,
+    trees: &[&[u8]],
+    string_bytes: Option<&[u64]>,
+) -> Result<Values> {
+    let mut d = ColumnDecoder::with_string_bytes(gpu, ptype, trees, string_bytes)?;
     d.upload_and_decode()?;
     d.finish()?;
     d.into_column().to_host(gpu)
@@ -111,6 +162,8 @@ struct Group {
     function: CudaFunction,
     /// Descriptors on the device, `kernel.nparams` per chunk of the group.
     prm: CudaSlice<u64>,
+    /// The same on the host.
+    prm_host: Vec<u64>,
     /// Two u32 per block: chunk index in the group, vector index.
     work: CudaSlice<u32>,
 }
@@ -129,6 +182,10 @@ pub struct ColumnDecoder<'g> {
     scratch: CudaSlice<u8>,
     err: CudaSlice<i32>,
     compressed: usize,
+    /// Bytes of the strings of a byte-string column.
+    string_bytes: usize,
+    /// Bytes per string offset the kernels write (0: none).
+    offset_width: usize,
     /// Whether the input buffer holds the compressed bytes.
     uploaded: bool,
 }
@@ -170,33 +227,57 @@ impl<'g> ColumnDecoder<'g> {
             .get(column)
             .ok_or_else(|| Error::invalid(format!("column index {column} out of range")))?;
         let ptype = meta.column_type.ptype();
+        let name = meta.name.clone();
         let mut trees = Vec::with_capacity(file.num_chunks());
+        let mut sizes = Vec::with_capacity(file.num_chunks());
         for c in 0..file.num_chunks() {
             let (payload, cm) = file.chunk_payload(column, c)?;
             let values = payload
                 .get(..cm.values_len as usize)
                 .ok_or_else(|| Error::corrupt("values tree outside the payload"))?;
-            trees.push((values, cm.rows as usize));
+            trees.push(values);
+            // A string chunk's plain size is its bytes plus 4 per offset.
+            sizes.push(cm.plain_bytes.saturating_sub(4 * (u64::from(cm.rows) + 1)));
         }
-        let one: Vec<&[u8]> = trees.iter().map(|t| t.0).collect();
-        let only = one.repeat(times.max(1));
-        let name = meta.name.clone();
-        let d =
-            Self::new(gpu, ptype, &only).map_err(|e| e.at_column(&name).in_file(file.path()))?;
-        Ok(d)
+        let times = times.max(1);
+        let only = trees.repeat(times);
+        let sizes = sizes.repeat(times);
+        let sizes = (ptype == PType::Bytes).then_some(&sizes[..]);
+        Self::with_string_bytes(gpu, ptype, &only, sizes)
+            .map_err(|e| e.at_column(&name).in_file(file.path()))
     }
 
-    /// Prepares serialised node trees, one per chunk, all decoding to `ptype`.
+    /// Prepares serialised node trees, one per chunk, all decoding to `ptype` (numbers, or
+    /// byte strings whose trees hold their byte counts).
     pub fn new(gpu: &'g Gpu, ptype: PType, trees: &[&[u8]]) -> Result<ColumnDecoder<'g>> {
+        Self::with_string_bytes(gpu, ptype, trees, None)
+    }
+
+    /// Like [`ColumnDecoder::new`], with each chunk's string bytes for byte strings (the
+    /// footer's record; checked against the tree where it holds them, and by the kernel).
+    pub fn with_string_bytes(
+        gpu: &'g Gpu,
+        ptype: PType,
+        trees: &[&[u8]],
+        string_bytes: Option<&[u64]>,
+    ) -> Result<ColumnDecoder<'g>> {
+        if let Some(s) = string_bytes
+            && s.len() != trees.len()
+        {
+            return Err(Error::invalid(format!(
+                "{} string byte counts for {} chunks",
+                s.len(),
+                trees.len()
+            )));
+        }
         let mut by_key: HashMap<String, usize> = HashMap::new();
         let mut host: Vec<HostGroup> = Vec::new();
-        // Input layout: each tree at an aligned offset.
-        let mut offsets = Vec::with_capacity(trees.len());
+        // Input layout: each tree at an aligned offset, followed by what the host derived
+        // from it for the kernels (`ans` cumulative frequencies).
+        let mut offsets = Vec::with_capacity(trees.len() + 1);
+        let mut extras: Vec<(usize, Vec<u8>)> = Vec::new();
         let mut total = 0usize;
-        for t in trees {
-            offsets.push(total);
-            total = (total + t.len()).next_multiple_of(INPUT_ALIGN);
-        }
+        let mut data_total = 0u64;
         let mut rows = 0usize;
         let mut scratch_bytes = 0usize;
         let mut batches = Vec::new();
@@ -205,6 +286,7 @@ impl<'g> ColumnDecoder<'g> {
             let start_work: Vec<usize> = host.iter().map(|g| g.work.len() / 2).collect();
             for (i, tree) in batch.iter().enumerate() {
                 let c = first + i;
+                offsets.push(total);
                 let node = NodeView::parse(tree).map_err(|e| e.at_chunk(c as u32))?;
                 if node.ptype != ptype {
                     return Err(Error::corrupt(format!(
@@ -232,15 +314,49 @@ impl<'g> ColumnDecoder<'g> {
                 let index = (g.prm.len() / g.kernel.nparams) as u32;
                 let at = g.prm.len();
                 g.prm.resize(at + g.kernel.nparams, 0);
+                let extra_at = (total + tree.len()).next_multiple_of(16);
                 let mut filler = Filler {
                     base: tree.as_ptr() as usize,
-                    device_offset: offsets[c] as u64,
+                    device_offset: total as u64,
                     scratch: &mut scratch_bytes,
                     kernel: &g.kernel,
                     prm: &mut g.prm[at..],
+                    extra: Vec::new(),
+                    extra_at: extra_at as u64,
+                    string_bytes: None,
                 };
-                filler.prm[crate::codegen::SLOT_OUT] = rows as u64;
+                filler.prm[SLOT_OUT] = rows as u64;
                 filler.fill(&node, 0).map_err(|e| e.at_chunk(c as u32))?;
+                if ptype == PType::Bytes {
+                    let hint = string_bytes.map(|s| s[c]);
+                    let n = match (filler.string_bytes, hint) {
+                        (Some(t), Some(h)) if t != h => {
+                            return Err(Error::corrupt(format!(
+                                "chunk holds {t} bytes of strings, the footer says {h}"
+                            ))
+                            .at_chunk(c as u32));
+                        }
+                        (Some(t), _) | (None, Some(t)) => t,
+                        (None, None) => {
+                            return Err(Error::invalid(format!(
+                                "decoding `{}` strings on the GPU needs each chunk's byte count",
+                                node_name(&node)
+                            ))
+                            .at_chunk(c as u32));
+                        }
+                    };
+                    let base = g.kernel.nodes[0].base;
+                    filler.prm[base + 1] = data_total;
+                    filler.prm[base + 2] = n;
+                    data_total += n;
+                }
+                total = if filler.extra.is_empty() {
+                    (total + tree.len()).next_multiple_of(INPUT_ALIGN)
+                } else {
+                    let end = extra_at + filler.extra.len();
+                    extras.push((extra_at, std::mem::take(&mut filler.extra)));
+                    end.next_multiple_of(INPUT_ALIGN)
+                };
                 match g.kernel.kind {
                     KernelKind::Tile => {
                         let step = crate::codegen::TILE_VECTORS as usize;
@@ -252,7 +368,7 @@ impl<'g> ColumnDecoder<'g> {
                 }
                 rows += node.len;
             }
-            let bytes_end = offsets.get(first + batch.len()).copied().unwrap_or(total);
+            let bytes_end = total;
             let mut ranges: Vec<Range<usize>> = host
                 .iter()
                 .enumerate()
@@ -265,11 +381,34 @@ impl<'g> ColumnDecoder<'g> {
             ));
         }
 
+        let string_bytes = usize::try_from(data_total)
+            .map_err(|_| Error::unsupported("a string column larger than the address space"))?;
+        let width = offset_width(string_bytes);
+        if ptype == PType::Bytes {
+            // The offsets follow the strings' bytes; the first slot held the chunk's first
+            // row until the width was known.
+            let first = offsets_start(string_bytes) as u64;
+            for g in &mut host {
+                let base = g.kernel.nodes[0].base;
+                for d in g.prm.chunks_exact_mut(g.kernel.nparams) {
+                    d[SLOT_OUT] = first + d[SLOT_OUT] * width as u64;
+                    d[base + 3] = width as u64;
+                }
+            }
+        }
         let ctx = &gpu.ctx;
         let stream = &gpu.streams[0];
         let mut groups = Vec::with_capacity(host.len());
         for g in host {
             let function = gpu.function(&g.kernel)?;
+            if g.kernel.dyn_smem > 48 * 1024 {
+                function
+                    .set_attribute(
+                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        g.kernel.dyn_smem as i32,
+                    )
+                    .map_err(cuda("allowing a kernel its shared memory"))?;
+            }
             let prm = stream
                 .clone_htod(&g.prm)
                 .map_err(cuda("uploading descriptors"))?;
@@ -280,6 +419,7 @@ impl<'g> ColumnDecoder<'g> {
                 kernel: g.kernel,
                 function,
                 prm,
+                prm_host: g.prm,
                 work,
             });
         }
@@ -295,15 +435,22 @@ impl<'g> ColumnDecoder<'g> {
             for (t, &o) in trees.iter().zip(&offsets) {
                 s[o..o + t.len()].copy_from_slice(t);
             }
+            for (o, x) in &extras {
+                s[*o..*o + x.len()].copy_from_slice(x);
+            }
         }
-        let width = ptype.byte_width();
+        let out_bytes = if ptype == PType::Bytes {
+            offsets_start(string_bytes) + width * (rows + 1)
+        } else {
+            rows * ptype.byte_width()
+        };
         // SAFETY: device buffers that kernels write before anything reads them (input by the
         // uploads, output and scratch by the kernels, which the validated descriptors keep
         // within bounds); `err` is zeroed before every decode.
         let (input, output, scratch) = unsafe {
             (
                 stream.alloc::<u8>(total.max(1)),
-                stream.alloc::<u8>((rows * width).max(1)),
+                stream.alloc::<u8>(out_bytes.max(1)),
                 stream.alloc::<u8>(scratch_bytes.max(1)),
             )
         };
@@ -322,8 +469,34 @@ impl<'g> ColumnDecoder<'g> {
             scratch: scratch.map_err(cuda("allocating the scratch buffer"))?,
             err,
             compressed: total,
+            string_bytes,
+            offset_width: if ptype == PType::Bytes { width } else { 0 },
             uploaded: false,
         })
+    }
+
+    /// Whether the kernels of a byte-string column write the strings' offsets (the default)
+    /// or only their bytes, the concatenated strings a byte-stream decompressor gives.
+    pub fn set_string_offsets(&mut self, on: bool) -> Result<()> {
+        if self.ptype != PType::Bytes {
+            return Ok(());
+        }
+        self.offset_width = if on {
+            offset_width(self.string_bytes)
+        } else {
+            0
+        };
+        let stream = &self.gpu.streams[0];
+        for g in &mut self.groups {
+            let base = g.kernel.nodes[0].base;
+            for d in g.prm_host.chunks_exact_mut(g.kernel.nparams) {
+                d[base + 3] = self.offset_width as u64;
+            }
+            stream
+                .memcpy_htod(&g.prm_host, &mut g.prm)
+                .map_err(cuda("uploading descriptors"))?;
+        }
+        Ok(())
     }
 
     /// The plan shapes of the column's chunks, one per generated kernel.
@@ -341,9 +514,13 @@ impl<'g> ColumnDecoder<'g> {
         self.compressed
     }
 
-    /// Bytes of decoded output.
+    /// Bytes of decoded values: for byte strings, the strings' bytes (without offsets).
     pub fn decoded_bytes(&self) -> usize {
-        self.rows * self.ptype.byte_width()
+        if self.ptype == PType::Bytes {
+            self.string_bytes
+        } else {
+            self.rows * self.ptype.byte_width()
+        }
     }
 
     /// Launches `group`'s kernel over its work entries `range` on `stream`.
@@ -363,7 +540,7 @@ impl<'g> ColumnDecoder<'g> {
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (group.kernel.threads, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: group.kernel.dyn_smem,
         };
         let mut b = stream.launch_builder(&group.function);
         b.arg(&input)
@@ -473,6 +650,14 @@ impl<'g> ColumnDecoder<'g> {
                 "rle runs do not add up to the node's length",
             ));
         }
+        if f & ERR_ANS != 0 {
+            return Err(Error::corrupt("an ans block does not decode consistently"));
+        }
+        if f & ERR_STR != 0 {
+            return Err(Error::corrupt(
+                "string lengths, token counts or byte counts disagree",
+            ));
+        }
         Ok(())
     }
 
@@ -526,6 +711,8 @@ impl<'g> ColumnDecoder<'g> {
         DeviceColumn {
             ptype: self.ptype,
             len: self.rows,
+            string_bytes: self.string_bytes,
+            offset_width: self.offset_width,
             buffer: self.output,
         }
     }
@@ -541,6 +728,16 @@ struct Filler<'a> {
     scratch: &'a mut usize,
     kernel: &'a Kernel,
     prm: &'a mut [u64],
+    /// Bytes the host derives for the kernels, placed at `extra_at` in the input buffer.
+    extra: Vec<u8>,
+    extra_at: u64,
+    /// The strings' bytes, for a byte-string root whose tree holds them.
+    string_bytes: Option<u64>,
+}
+
+/// A node's primitive name, for messages.
+fn node_name(node: &NodeView<'_>) -> &'static str {
+    zipflow_encodings::by_id(node.id).map_or("?", |e| e.name())
 }
 
 impl Filler<'_> {
@@ -562,7 +759,13 @@ impl Filler<'_> {
         self.prm[b] = node.len as u64;
         if let Some(s) = slots.scratch {
             self.prm[s] = *self.scratch as u64;
-            *self.scratch = (*self.scratch + node.len * width).next_multiple_of(8);
+            // A string dictionary's scratch holds its `len + 1` entry offsets.
+            let bytes = if node.ptype == PType::Bytes {
+                (node.len + 1) * 4
+            } else {
+                node.len * width
+            };
+            *self.scratch = (*self.scratch + bytes).next_multiple_of(8);
         }
         let same_len = |c: &NodeView<'_>, what: &str| -> Result<()> {
             if c.len != node.len {
@@ -575,6 +778,43 @@ impl Filler<'_> {
         };
         let name = slots.op.name();
         match slots.op {
+            Op::Plain if node.ptype == PType::Bytes => {
+                node.expect_shape(name, 0, 2)?;
+                node.meta_reader().finish(name)?;
+                same_len(&node.children[0], "lengths")?;
+                if k == 0 {
+                    self.string_bytes = Some(node.children[1].len as u64);
+                }
+            }
+            Op::StrDict => {
+                node.expect_shape(name, 0, 2)?;
+                node.meta_reader().finish(name)?;
+                same_len(&node.children[0], "codes")?;
+            }
+            Op::Words => {
+                self.string_bytes = Some(words::check(node)?);
+            }
+            Op::Ans => {
+                let (log2, freqs) = ans::header(node)?;
+                let states = node.buffer(0, "states")?;
+                let starts = node.buffer(1, "starts")?;
+                let words = node.buffer(2, "words")?;
+                self.prm[b + 1] = self.offset(states, 4)?;
+                self.prm[b + 2] = self.offset(starts, 4)?;
+                self.prm[b + 3] = self.offset(words, 2)?;
+                self.prm[b + 4] = (words.len() / 2) as u64;
+                self.prm[b + 5] = u64::from(log2);
+                // Cumulative frequencies, `nsym + 1` of them, for the kernel's table.
+                self.extra.resize(self.extra.len().next_multiple_of(4), 0);
+                self.prm[b + 6] = self.extra_at + self.extra.len() as u64;
+                self.prm[b + 7] = freqs.len() as u64;
+                let mut c = 0u32;
+                self.extra.extend_from_slice(&c.to_le_bytes());
+                for f in &freqs {
+                    c += f;
+                    self.extra.extend_from_slice(&c.to_le_bytes());
+                }
+            }
             Op::Plain => {
                 node.expect_shape(name, 1, 0)?;
                 node.meta_reader().finish(name)?;

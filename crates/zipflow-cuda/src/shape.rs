@@ -8,7 +8,8 @@
 
 use zipflow_core::{Error, PType, Result};
 use zipflow_encodings::{
-    NodeView, bitpack, by_id, constant, delta, dict, float2int, frame, patch, plain, rle, zigzag,
+    NodeView, ans, bitpack, by_id, constant, delta, dict, float2int, frame, patch, plain, rle,
+    strdict, words, zigzag,
 };
 
 /// A primitive the GPU decoder handles.
@@ -34,6 +35,12 @@ pub enum Op {
     Patch,
     /// `float2int`: decimal scaling with exceptions.
     FloatToInt,
+    /// `ans`: interleaved rANS, one warp per block.
+    Ans,
+    /// `strdict`: string codes into a dictionary of byte strings.
+    StrDict,
+    /// `words`: each string's tokens as codes into a dictionary of byte strings.
+    Words,
 }
 
 impl Op {
@@ -50,6 +57,9 @@ impl Op {
             constant::ID => Op::Constant,
             patch::ID => Op::Patch,
             float2int::ID => Op::FloatToInt,
+            ans::ID => Op::Ans,
+            strdict::ID => Op::StrDict,
+            words::ID => Op::Words,
             _ => {
                 let name =
                     by_id(id).map_or_else(|| format!("id {id}"), |e| format!("`{}`", e.name()));
@@ -73,18 +83,29 @@ impl Op {
             Op::Constant => "constant",
             Op::Patch => "patch",
             Op::FloatToInt => "float2int",
+            Op::Ans => "ans",
+            Op::StrDict => "strdict",
+            Op::Words => "words",
         }
     }
 
     /// Whether the op needs its whole output before its parent reads it (a scan over the
     /// chunk, or exceptions scattered over its child's output).
     pub fn is_materialised(self) -> bool {
-        matches!(self, Op::Delta | Op::Rle | Op::Patch | Op::FloatToInt)
+        matches!(
+            self,
+            Op::Delta | Op::Rle | Op::Patch | Op::FloatToInt | Op::Ans
+        )
     }
 
     /// Whether the op needs the whole chunk in one thread block (a scan across vectors).
     pub fn is_chunk_wide(self) -> bool {
-        matches!(self, Op::Delta | Op::Rle)
+        matches!(self, Op::Delta | Op::Rle | Op::Ans)
+    }
+
+    /// Whether the op decodes byte strings (`plain` also decodes numbers).
+    pub fn decodes_strings(self) -> bool {
+        matches!(self, Op::Plain | Op::StrDict | Op::Words)
     }
 }
 
@@ -103,11 +124,11 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The shape of a parsed node tree. Byte strings and primitives the GPU does not decode
-    /// give an `Unsupported` error that names them.
+    /// The shape of a parsed node tree. Primitives the GPU does not decode give an
+    /// `Unsupported` error that names them.
     pub fn of(node: &NodeView<'_>) -> Result<Shape> {
         let op = Op::from_id(node.id)?;
-        if node.ptype == PType::Bytes {
+        if node.ptype == PType::Bytes && !op.decodes_strings() {
             return Err(Error::unsupported(format!(
                 "the GPU decoder does not handle byte strings (`{}` node)",
                 op.name()

@@ -1,9 +1,10 @@
 //! GPU decoding checked bit for bit against the CPU decoder.
 //!
 //! Without a GPU these tests print that they skipped and pass; with `ZIPFLOW_REQUIRE_GPU=1`
-//! a missing GPU fails them. `ZIPFLOW_TPCH_ZF=FILE.zf` adds a check of every numeric column
-//! of that file (e.g. `zipflow tpch --sf 1 -o FILE.zf --no-parquet`).
+//! a missing GPU fails them. `ZIPFLOW_TPCH_ZF=FILE.zf` adds a check of every column of that
+//! file (e.g. `zipflow tpch --sf 1 -o FILE.zf --no-parquet`).
 
+use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, with_int_ptype};
 use zipflow_cuda::codegen::generate;
 use zipflow_cuda::{Gpu, Shape, decode_trees, gpu_required};
@@ -120,6 +121,16 @@ fn concat(parts: &[Values], ptype: PType) -> Values {
                 });
                 let _ = merged;
             }
+            (Values::Bytes(a), Values::Bytes(b)) => {
+                if a.offsets.is_empty() {
+                    a.offsets.push(0);
+                }
+                let base = a.data.len() as u64;
+                a.data.extend_from_slice(&b.data);
+                let first = b.offsets.first().copied().unwrap_or(0);
+                a.offsets
+                    .extend(b.offsets.iter().skip(1).map(|&o| o - first + base));
+            }
             _ => panic!("mixed types"),
         }
     }
@@ -152,7 +163,9 @@ fn check(
         .collect::<Result<_>>()?;
     let cpu = concat(&cpu, ptype);
     let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
-    let got = match decode_trees(gpu, ptype, &refs) {
+    let sizes: Vec<u64> = streams_bytes(&trees)?;
+    let hint = (ptype == PType::Bytes).then_some(&sizes[..]);
+    let got = match decode_trees(gpu, ptype, &refs, hint) {
         Ok(v) => v,
         Err(Error::Unsupported { what, .. }) => {
             // Primitives the GPU does not decode yet must say so, by name.
@@ -185,6 +198,79 @@ fn check(
         ));
     }
     Ok(trees.len())
+}
+
+/// Each tree's decoded string bytes (0 for numbers), as the footer records them.
+fn streams_bytes(trees: &[Vec<u8>]) -> Result<Vec<u64>> {
+    trees
+        .iter()
+        .map(|t| {
+            Ok(match decode_bytes(t)? {
+                Values::Bytes(b) => b.data.len() as u64,
+                _ => 0,
+            })
+        })
+        .collect()
+}
+
+/// Byte strings from their values.
+fn strings(v: &[Vec<u8>]) -> Values {
+    let mut b = ByteStrings::default();
+    b.offsets.push(0);
+    for s in v {
+        b.data.extend_from_slice(s);
+        b.offsets.push(b.data.len() as u64);
+    }
+    Values::Bytes(b)
+}
+
+/// Byte-string streams: edge cases of lengths and content, a low-cardinality column, text,
+/// and dictionaries too large for shared memory.
+fn string_streams() -> Vec<Values> {
+    let mut r = rng(99);
+    let words = [
+        "the ", "quick ", "brown ", "fox, ", "jumps ", "over. ", "lazy ", "dogs; ", "é ", "ü\n",
+        "\r\n", "--", "  ", "x",
+    ];
+    let of = |v: Vec<Vec<u8>>| strings(&v);
+    let mut out = Vec::new();
+    out.push(of(Vec::new()));
+    out.push(of(vec![Vec::new()]));
+    out.push(of(vec![Vec::new(); 3000]));
+    // Lengths 0..100 of random bytes.
+    out.push(of((0..3000)
+        .map(|_| {
+            let n = (r() % 100) as usize;
+            (0..n).map(|_| r() as u8).collect()
+        })
+        .collect()));
+    // A few flags, as l_returnflag.
+    out.push(of((0..70_000)
+        .map(|i| [b"A".to_vec(), b"N".to_vec(), b"R".to_vec()][(i * 7 + (i >> 3)) % 3].clone())
+        .collect()));
+    // Text: 2 to 12 words each, over 4 tiles of stage memory per tile in places.
+    out.push(of((0..70_000)
+        .map(|i| {
+            let k = 2 + (r() % 11) as usize;
+            let mut s = Vec::new();
+            for _ in 0..k {
+                s.extend_from_slice(words[(r() % words.len() as u64) as usize].as_bytes());
+            }
+            if i % 5000 == 7 {
+                s.extend(std::iter::repeat_n(b'z', 20_000));
+            }
+            s
+        })
+        .collect()));
+    // 6000 distinct strings of 10 bytes (offsets past shared memory), and 3000 distinct of
+    // 40 bytes (bytes past shared memory).
+    out.push(of((0..20_000u64)
+        .map(|i| format!("{:010}", (i * 7919) % 6000).into_bytes())
+        .collect()));
+    out.push(of((0..20_000u64)
+        .map(|i| format!("{:040}", (i * 7919) % 3000).into_bytes())
+        .collect()));
+    out
 }
 
 fn int_streams(ptype: PType) -> Vec<Values> {
@@ -238,6 +324,13 @@ fn every_candidate_plan_matches_the_cpu() -> Result<()> {
                 "rle(values: plain, runs: plain)",
                 "dict(codes: bitpack, values: for | patch | bitpack)",
                 "delta | rle(values: zigzag | bitpack, runs: bitpack)",
+                "ans",
+                "ans(5)",
+                "ans(9)",
+                "zigzag | ans",
+                "delta | zigzag | ans",
+                "dict(codes: ans, values: for | bitpack)",
+                "rle(values: ans, runs: ans)",
             ] {
                 extra.push(p.parse()?);
             }
@@ -254,6 +347,88 @@ fn every_candidate_plan_matches_the_cpu() -> Result<()> {
     );
     eprintln!("{checked} encoded streams decoded identically on the GPU and the CPU");
     assert!(checked > 500, "only {checked} streams checked");
+    Ok(())
+}
+
+#[test]
+fn string_plans_match_the_cpu() -> Result<()> {
+    let Some(gpu) = gpu("string_plans_match_the_cpu") else {
+        return Ok(());
+    };
+    let streams = string_streams();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    let extra = [
+        "strdict(codes: ans)",
+        "strdict(codes: bitpack)",
+        "strdict(codes: ans(6), dict: plain(lengths: ans, bytes: ans))",
+        "words(codes: bitpack, counts: bitpack)",
+        "words(codes: ans, counts: ans)",
+        "words(codes: ans(7), dict: plain(lengths: plain, bytes: ans), counts: for | bitpack)",
+        "plain(lengths: ans, bytes: ans)",
+        "plain(lengths: bitpack, bytes: plain)",
+    ];
+    let mut plans = zipflow_select::candidates(PType::Bytes);
+    for p in extra {
+        plans.push(p.parse()?);
+    }
+    for plan in plans {
+        checked += check(&gpu, &plan, &streams, PType::Bytes, &mut failures)?;
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!("{checked} string streams decoded identically on the GPU and the CPU");
+    assert!(checked > 60, "only {checked} streams checked");
+    Ok(())
+}
+
+#[test]
+fn corrupt_strings_are_errors() -> Result<()> {
+    let Some(gpu) = gpu("corrupt_strings_are_errors") else {
+        return Ok(());
+    };
+    let flags = strings(
+        &(0..5000)
+            .map(|i| vec![b'A' + (i % 3) as u8; 1 + i % 2])
+            .collect::<Vec<_>>(),
+    );
+    let Values::Bytes(b) = &flags else {
+        unreachable!()
+    };
+    let bytes = b.data.len() as u64;
+    // A code past the dictionary.
+    let mut node = encode(&"strdict(codes: plain)".parse()?, &flags)?;
+    node.children[0].buffers[0][40] = 9;
+    let e = decode_trees(&gpu, PType::Bytes, &[&node.to_bytes()?], Some(&[bytes]));
+    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    // A wrong byte count for the chunk: more, and fewer, than its strings hold.
+    let node = encode(&"strdict".parse()?, &flags)?.to_bytes()?;
+    for wrong in [bytes + 1, bytes - 1, 0] {
+        let e = decode_trees(&gpu, PType::Bytes, &[&node], Some(&[wrong]));
+        assert!(matches!(e, Err(Error::Corrupt { .. })), "{wrong}: {e:?}");
+    }
+    // No byte count at all for a dictionary of strings.
+    let e = decode_trees(&gpu, PType::Bytes, &[&node], None);
+    assert!(matches!(e, Err(Error::Invalid { .. })), "{e:?}");
+    // Token counts that ask for more tokens than the codes hold.
+    let mut node = encode(&"words(codes: plain, counts: plain)".parse()?, &flags)?;
+    node.children[2].buffers[0][0..4].copy_from_slice(&7u32.to_le_bytes());
+    let e = decode_trees(&gpu, PType::Bytes, &[&node.to_bytes()?], None);
+    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    // A flipped word in an ans stream.
+    let v = Values::Int(IntVec::U8(
+        (0..20_000).map(|i| (i * 7 % 13) as u8).collect(),
+    ));
+    let mut node = encode(&"ans".parse()?, &v)?;
+    let w = &mut node.buffers[2];
+    let at = w.len() / 2;
+    w[at] ^= 0x5a;
+    let e = decode_trees(&gpu, PType::U8, &[&node.to_bytes()?], None);
+    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
     Ok(())
 }
 
@@ -286,7 +461,7 @@ fn chunks_of_different_shapes_decode_in_one_column() -> Result<()> {
         }
     }
     let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
-    let got = decode_trees(&gpu, PType::I64, &refs)?;
+    let got = decode_trees(&gpu, PType::I64, &refs, None)?;
     assert!(got.bit_eq(&concat(&cpu, PType::I64)));
     Ok(())
 }
@@ -300,17 +475,17 @@ fn corrupt_runs_and_codes_are_errors() -> Result<()> {
     let mut node = encode(&"rle(values: plain, runs: plain)".parse()?, &v)?;
     node.children[1].buffers[0][0..4].copy_from_slice(&0u32.to_le_bytes());
     let bytes = node.to_bytes()?;
-    let e = decode_trees(&gpu, PType::U32, &[&bytes]);
+    let e = decode_trees(&gpu, PType::U32, &[&bytes], None);
     assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
     let mut node = encode(&"rle(values: plain, runs: plain)".parse()?, &v)?;
     node.children[1].buffers[0][0..4].copy_from_slice(&u32::MAX.to_le_bytes());
-    let e = decode_trees(&gpu, PType::U32, &[&node.to_bytes()?]);
+    let e = decode_trees(&gpu, PType::U32, &[&node.to_bytes()?], None);
     assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
     // A dictionary code past the end: codes stored plain, one of them rewritten.
     let v = Values::Int(IntVec::I64((0..3000).map(|i| i % 10).collect()));
     let mut node = encode(&"dict(codes: plain, values: plain)".parse()?, &v)?;
     node.children[0].buffers[0][17] = 200;
-    let e = decode_trees(&gpu, PType::I64, &[&node.to_bytes()?]);
+    let e = decode_trees(&gpu, PType::I64, &[&node.to_bytes()?], None);
     assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
     Ok(())
 }
@@ -328,9 +503,6 @@ fn tpch_columns_match_the_cpu() -> Result<()> {
     let mut scratch = zipflow_encodings::Scratch::default();
     for (c, meta) in file.columns().iter().enumerate() {
         let ptype = meta.column_type.ptype();
-        if ptype == PType::Bytes {
-            continue;
-        }
         let got = match zipflow_cuda::decode_column_to_host(&gpu, &file, c) {
             Ok(v) => v,
             Err(Error::Unsupported { what, .. }) => {
@@ -363,13 +535,21 @@ fn nvrtc_compiles_every_candidate_shape() -> Result<()> {
         return Ok(());
     }
     let mut seen = std::collections::HashSet::new();
-    for ptype in NUMERIC {
-        let streams = if ptype.is_float() {
+    for ptype in NUMERIC.into_iter().chain([PType::Bytes]) {
+        let streams = if ptype == PType::Bytes {
+            string_streams()
+        } else if ptype.is_float() {
             float_streams(ptype)
         } else {
             int_streams(ptype)
         };
-        for plan in zipflow_select::candidates(ptype) {
+        let extra = [
+            "ans",
+            "strdict(codes: ans)",
+            "words(codes: bitpack, counts: bitpack)",
+        ];
+        let extra = extra.iter().filter_map(|p| p.parse::<Plan>().ok());
+        for plan in zipflow_select::candidates(ptype).into_iter().chain(extra) {
             for s in &streams {
                 let Ok(node) = encode(&plan, s) else { continue };
                 let bytes = node.to_bytes()?;

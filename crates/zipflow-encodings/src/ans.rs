@@ -1234,6 +1234,15 @@ impl Layout<'_> {
     }
 }
 
+/// The validated header of an `ans` node (the same checks the decoder makes before
+/// decoding): the log2 of its block size and the frequencies of its symbols `0..nsym`.
+/// Decoders elsewhere (the GPU's) read the buffers themselves.
+pub fn header(node: &NodeView<'_>) -> Result<(u32, Vec<u32>)> {
+    let (mut states, mut starts, mut words) = (Vec::new(), Vec::new(), Vec::new());
+    let layout = parse(node, &mut states, &mut starts, &mut words)?;
+    Ok((layout.block.trailing_zeros(), layout.freqs))
+}
+
 fn parse<'a>(
     node: &NodeView<'a>,
     states_copy: &'a mut Vec<u32>,

@@ -249,7 +249,7 @@ impl Encoding for Words {
 }
 
 /// Checks a `words` node's shape, metadata and children; returns the bytes it decodes to.
-fn check(node: &NodeView<'_>) -> Result<u64> {
+pub fn check(node: &NodeView<'_>) -> Result<u64> {
     let strings = node.ptype == PType::Bytes;
     node.expect_shape("words", 0, if strings { 3 } else { 2 })?;
     let mut meta = node.meta_reader();
