@@ -1420,19 +1420,26 @@ mod tests {
     #[test]
     fn string_roots_write_offsets_and_stage_their_bytes() {
         let cases = [
-            ("plain", "zf_n3(e, (u32)s + j)"),
-            ("strdict(codes: bitpack)", "zf_db2(so + j)"),
-            ("strdict(codes: ans)", "zf_ans_renorm(x, act, pos, win, bad);"),
+            ("plain", "dst[j] = zf_n3(e, s + j)"),
+            ("strdict(codes: bitpack)", "zf_db2(so[i] + j)"),
+            (
+                "strdict(codes: ans)",
+                "zf_ans_renorm(x, act, pos, win, bad);",
+            ),
             (
                 "words(codes: ans, counts: ans)",
-                "const u64 ts = tcarry + zf_scan_excl<u64>((u64)cnt, &ttot);",
+                "zf_stok[q] = (u32)zf_n1(e, tcarry + q);",
             ),
         ];
         for (plan, needle) in cases {
             let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
             assert_eq!(k.kind, KernelKind::Chunk, "{plan}");
             assert!(k.dyn_smem >= strings::STAGE_BYTES, "{plan}");
-            for n in [needle, "((u32*)o)[r] = (u32)(at + s);", "g[q] = zf_stage[q]"] {
+            for n in [
+                needle,
+                "((u32*)o)[r] = (u32)(at + s);",
+                "gw[q] = sw[q];",
+            ] {
                 assert!(k.source.contains(n), "{plan}: no `{n}` in\n{}", k.source);
             }
         }

@@ -345,6 +345,12 @@ impl<'g> ColumnDecoder<'g> {
                             .at_chunk(c as u32));
                         }
                     };
+                    if u32::try_from(n).is_err() {
+                        return Err(Error::unsupported(format!(
+                            "a chunk of {n} bytes of strings on the GPU (at most 2^32 - 1)"
+                        ))
+                        .at_chunk(c as u32));
+                    }
                     let base = g.kernel.nodes[0].base;
                     filler.prm[base + 1] = data_total;
                     filler.prm[base + 2] = n;
@@ -401,7 +407,8 @@ impl<'g> ColumnDecoder<'g> {
         let mut groups = Vec::with_capacity(host.len());
         for g in host {
             let function = gpu.function(&g.kernel)?;
-            if g.kernel.dyn_smem > 48 * 1024 {
+            // Static and dynamic shared memory together may pass the default 48 KiB.
+            if g.kernel.dyn_smem > 0 {
                 function
                     .set_attribute(
                         CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

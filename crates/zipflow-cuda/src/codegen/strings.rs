@@ -27,12 +27,14 @@ use zipflow_core::{PType, Result};
 /// a quarter of it, so that more chunks share a multiprocessor).
 pub const DICT_OFFSETS: u32 = 4096;
 /// Bytes of a `words` dictionary kept in shared memory (a `strdict`'s: a quarter).
-pub const DICT_BYTES: u32 = 32 * 1024;
+pub const DICT_BYTES: u32 = 24 * 1024;
 /// Bytes of a tile's strings assembled in shared memory before they are stored.
 pub const STAGE_BYTES: u32 = 16 * 1024;
+/// Token codes of a `words` tile staged in shared memory.
+pub const TOKENS: u32 = 4096;
 
 /// Words of an `ans` block each warp keeps in shared memory.
-pub const ANS_WINDOW: u32 = 1024;
+pub const ANS_WINDOW: u32 = 512;
 
 const ANS_RENORM: &str = r#"
 // A warp's window of its block's words in shared memory: words [base, end) of the stream.
@@ -77,22 +79,27 @@ impl Gen<'_> {
         if self.dyn_smem != 0 {
             return;
         }
-        let (offs, dict) = match self.nodes[0].op {
-            Op::Words => (DICT_OFFSETS, DICT_BYTES),
-            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4),
-            _ => (0, 0),
+        let (offs, dict, tokens, items) = match self.nodes[0].op {
+            Op::Words => (DICT_OFFSETS, DICT_BYTES, TOKENS, 2),
+            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4, 0, 4),
+            _ => (0, 0, 0, 4),
         };
-        self.dyn_smem = offs * 4 + dict + STAGE_BYTES;
+        self.dyn_smem = offs * 4 + dict + STAGE_BYTES + tokens * 4;
         self.src.push_str(&format!(
             r#"
 #define ZF_STR_OFFS {offs}u
 #define ZF_STR_DICT {dict}u
 #define ZF_STR_STAGE {STAGE_BYTES}u
-// Dynamic shared memory: dictionary offsets, dictionary bytes, the tile's staged bytes.
+#define ZF_STR_TOK {tokens}u
+// Consecutive rows per thread in each tile.
+#define ZF_STR_ITEMS {items}u
+// Dynamic shared memory: dictionary offsets, the tile's tokens, the tile's staged bytes,
+// dictionary bytes.
 extern __shared__ __align__(16) u8 zf_dyn[];
 #define zf_soff ((u32*)zf_dyn)
-#define zf_sdict (zf_dyn + 4u * ZF_STR_OFFS)
-#define zf_stage (zf_dyn + 4u * ZF_STR_OFFS + ZF_STR_DICT)
+#define zf_stok ((u32*)zf_dyn + ZF_STR_OFFS)
+#define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + ZF_STR_TOK))
+#define zf_sdict (zf_stage + ZF_STR_STAGE)
 "#
         ));
     }
@@ -256,27 +263,32 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         let n = self.nodes[k].clone();
         let b = n.base;
         let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
-        // Per row `r < n`: `l` (its byte length), and the code that copies its bytes to
-        // `dst` (`ok` false skips the copy; the length is then 0).
+        // Per row `r = rb + i`: its byte length `l[i]`, and the code that copies its bytes to
+        // `dst` (rows whose length is 0 copy nothing).
         let (find, copy, check) = match n.op {
             Op::StrDict => {
                 let (codes, d) = (ch(0), ch(1));
                 (
                     format!(
-                        r#"      u32 so = 0u;
-      u64 l = 0ull;
-      if (r < n) {{
-        const u32 c = (u32)zf_n{codes}(e, r);
-        if (c < zf_m{d}) {{
-          so = zf_doff{d}[c];
-          l = zf_doff{d}[c + 1u] - so;
-        }} else {{
-          atomicOr(e.err, ZF_ERR_DICT);
+                        r#"      u32 so[ZF_STR_ITEMS];
+#pragma unroll
+      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) {{
+        const u32 r = rb + i;
+        so[i] = 0u;
+        l[i] = 0u;
+        if (r < n) {{
+          const u32 c = (u32)zf_n{codes}(e, r);
+          if (c < zf_m{d}) {{
+            so[i] = zf_doff{d}[c];
+            l[i] = zf_doff{d}[c + 1u] - so[i];
+          }} else {{
+            atomicOr(e.err, ZF_ERR_DICT);
+          }}
         }}
       }}
 "#
                     ),
-                    format!("for (u32 j = 0u; j < (u32)l; ++j) dst[j] = zf_db{d}(so + j);"),
+                    format!("for (u32 j = 0u; j < l[i]; ++j) dst[j] = zf_db{d}(so[i] + j);"),
                     format!("zf_dok{d}"),
                 )
             }
@@ -284,32 +296,49 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 let (codes, d, counts) = (ch(0), ch(1), ch(2));
                 (
                     format!(
-                        r#"      const u32 cnt = r < n ? (u32)zf_n{counts}(e, r) : 0u;
-      u64 ttot;
-      const u64 ts = tcarry + zf_scan_excl<u64>((u64)cnt, &ttot);
-      tcarry += ttot;
-      u64 l = 0ull;
-      bool rok = r < n && ts + cnt <= (u64)ntok;
-      if (r < n && !rok) atomicOr(e.err, ZF_ERR_STR);
-      if (rok) {{
-        for (u32 t = 0u; t < cnt; ++t) {{
-          const u32 c = (u32)zf_n{codes}(e, (u32)ts + t);
-          if (c >= zf_m{d}) {{
-            atomicOr(e.err, ZF_ERR_DICT);
-            rok = false;
-            break;
+                        r#"      // The tile's tokens are consecutive codes: staged in shared memory at once.
+      u32 cnt[ZF_STR_ITEMS], csum = 0u;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) {{
+        cnt[i] = rb + i < n ? (u32)zf_n{counts}(e, rb + i) : 0u;
+        csum += cnt[i];
+      }}
+      u32 ttot;
+      const u32 tt = zf_scan_excl<u32>(csum, &ttot);
+      const bool tok_ok = (u64)tcarry + ttot <= (u64)ntok && ttot >= csum;
+      if (!tok_ok && threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
+      const bool tok_staged = tok_ok && ttot <= ZF_STR_TOK;
+      if (tok_staged) {{
+        for (u32 q = threadIdx.x; q < ttot; q += ZF_THREADS) zf_stok[q] = (u32)zf_n{codes}(e, tcarry + q);
+      }}
+      __syncthreads();
+#define ZF_TOKEN(q) (tok_staged ? zf_stok[q] : (u32)zf_n{codes}(e, tcarry + (q)))
+      u32 t0 = tt;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) {{
+        l[i] = 0u;
+        if (tok_ok) {{
+          for (u32 t = t0; t < t0 + cnt[i]; ++t) {{
+            const u32 c = ZF_TOKEN(t);
+            if (c < zf_m{d}) {{
+              l[i] += zf_doff{d}[c + 1u] - zf_doff{d}[c];
+            }} else {{
+              atomicOr(e.err, ZF_ERR_DICT);
+            }}
           }}
-          l += zf_doff{d}[c + 1u] - zf_doff{d}[c];
         }}
-        if (!rok) l = 0ull;
+        t0 += cnt[i];
       }}
 "#
                     ),
                     format!(
-                        r#"if (rok) {{
+                        r#"{{
+          u32 t = tt;
+          for (u32 x = 0u; x < i; ++x) t += cnt[x];
           u8* w = dst;
-          for (u32 t = 0u; t < cnt; ++t) {{
-            const u32 c = (u32)zf_n{codes}(e, (u32)ts + t);
+          for (const u32 te = t + cnt[i]; t < te; ++t) {{
+            const u32 c = ZF_TOKEN(t);
+            if (c >= zf_m{d}) continue;
             const u32 so = zf_doff{d}[c], sl = zf_doff{d}[c + 1u] - so;
             for (u32 j = 0u; j < sl; ++j) w[j] = zf_db{d}(so + j);
             w += sl;
@@ -322,59 +351,86 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             _ => {
                 let (lengths, bytes) = (ch(0), ch(1));
                 (
-                    format!("      const u64 l = r < n ? (u64)zf_n{lengths}(e, r) : 0ull;\n"),
-                    format!(
-                        "for (u32 j = 0u; j < (u32)l; ++j) dst[j] = zf_n{bytes}(e, (u32)s + j);"
-                    ),
+                    r#"#pragma unroll
+      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) l[i] = rb + i < n ? (u32)zf_n@L@(e, rb + i) : 0u;
+"#
+                    .replace("@L@", &lengths.to_string()),
+                    format!("for (u32 j = 0u; j < l[i]; ++j) dst[j] = zf_n{bytes}(e, s + j);"),
                     "true".to_string(),
                 )
             }
         };
-        let words_head = if n.op == Op::Words {
-            format!(
-                "    const u32 ntok = (u32)e.prm[{}];\n    u64 tcarry = 0ull;\n",
-                self.nodes[ch(0)].base
+        let (words_head, words_tail) = if n.op == Op::Words {
+            (
+                format!(
+                    "    const u32 ntok = (u32)e.prm[{}];\n    u32 tcarry = 0u;\n",
+                    self.nodes[ch(0)].base
+                ),
+                "      tcarry += ttot;\n",
             )
         } else {
-            String::new()
+            (String::new(), "")
         };
-        let words_tail = if n.op == Op::Words {
-            "    if (threadIdx.x == 0u && tcarry != (u64)ntok) atomicOr(e.err, ZF_ERR_STR);\n"
+        let words_end = if n.op == Op::Words {
+            "    if (threadIdx.x == 0u && tcarry != ntok) atomicOr(e.err, ZF_ERR_STR);\n#undef ZF_TOKEN\n"
         } else {
             ""
         };
         self.stages.push_str(&format!(
-            r#"  {{ // node {k}: {name} (byte strings): per tile of rows, lengths, one exclusive sum
-    // for their positions, bytes assembled in shared memory, stored in order
+            r#"  {{ // node {k}: {name} (byte strings): per tile of rows (ZF_STR_ITEMS consecutive per
+    // thread), lengths, one exclusive sum for their positions, bytes assembled in shared
+    // memory at the output's alignment and stored a word at a time
     const u32 n = len;
-    const u64 at = e.prm[{at}], claimed = e.prm[{claimed}];
+    const u64 at = e.prm[{at}];
+    const u32 claimed = (u32)e.prm[{claimed}];
     // Offsets: 8 or 4 bytes each, or none (only the bytes are wanted).
     const u32 ow = (u32)e.prm[{ow}];
-{words_head}    u64 carry = 0ull;
-    for (u32 r0 = 0u; r0 < n; r0 += ZF_THREADS) {{
-      const u32 r = r0 + threadIdx.x;
-{find}      u64 tot;
-      const u64 s = carry + zf_scan_excl<u64>(l, &tot);
-      if (r < n) {{
-        if (ow == 8u) ((u64*)o)[r] = at + s;
-        else if (ow == 4u) ((u32*)o)[r] = (u32)(at + s);
-      }}
+{words_head}    u32 carry = 0u;
+    for (u32 r0 = 0u; r0 < n; r0 += ZF_THREADS * ZF_STR_ITEMS) {{
+      const u32 rb = r0 + threadIdx.x * ZF_STR_ITEMS;
+      u32 l[ZF_STR_ITEMS];
+{find}      u32 lsum = 0u;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) lsum += l[i];
+      u32 tot;
+      const u32 s0 = carry + zf_scan_excl<u32>(lsum, &tot);
       // Uniform: the tile's bytes fit the chunk's region (else the chunk is corrupt).
-      const bool fits = {check} && carry + tot <= claimed;
-      const bool staged = fits && tot <= (u64)ZF_STR_STAGE;
-      if (fits && r < n) {{
-        u8* dst = staged ? zf_stage + (s - carry) : out + at + s;
-        {copy}
+      const bool fits = {check} && (u64)carry + tot <= (u64)claimed && tot >= lsum;
+      const u64 g0 = at + carry;
+      const u32 shift = (u32)g0 & 3u;
+      const bool staged = fits && tot + shift <= ZF_STR_STAGE;
+      u32 s = s0;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) {{
+        const u32 r = rb + i;
+        if (r < n) {{
+          if (ow == 8u) ((u64*)o)[r] = at + s;
+          else if (ow == 4u) ((u32*)o)[r] = (u32)(at + s);
+        }}
+        if (fits && l[i] != 0u) {{
+          u8* dst = staged ? zf_stage + shift + (s - carry) : out + at + s;
+          {copy}
+        }}
+        s += l[i];
       }}
       if (staged) {{
+        // Stage index = output address - (g0 rounded down to a word).
         __syncthreads();
-        u8* g = out + at + carry;
-        for (u32 q = threadIdx.x; q < (u32)tot; q += ZF_THREADS) g[q] = zf_stage[q];
+        const u64 g1 = g0 + tot, w0 = (g0 + 3u) & ~3ull, w1 = g1 & ~3ull;
+        if (w0 > w1) {{
+          if (threadIdx.x < tot) out[g0 + threadIdx.x] = zf_stage[shift + threadIdx.x];
+        }} else {{
+          if (threadIdx.x < w0 - g0) out[g0 + threadIdx.x] = zf_stage[shift + threadIdx.x];
+          if (threadIdx.x < g1 - w1) out[w1 + threadIdx.x] = zf_stage[w1 - (g0 & ~3ull) + threadIdx.x];
+          const u32* sw = (const u32*)zf_stage + (w0 - (g0 & ~3ull)) / 4u;
+          u32* gw = (u32*)(out + w0);
+          for (u32 q = threadIdx.x; q < (u32)((w1 - w0) / 4u); q += ZF_THREADS) gw[q] = sw[q];
+        }}
       }}
       if (!fits && threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
       carry += tot;
-    }}
-{words_tail}    if (threadIdx.x == 0u) {{
+{words_tail}    }}
+{words_end}    if (threadIdx.x == 0u) {{
       if (carry != claimed) atomicOr(e.err, ZF_ERR_STR);
       if (ow == 8u) ((u64*)o)[n] = at + claimed;
       else if (ow == 4u) ((u32*)o)[n] = (u32)(at + claimed);
