@@ -50,6 +50,9 @@ pub const TILE_VECTORS: u32 = 4;
 /// Threads per block of chunk kernels (passed to NVRTC as `-DZF_THREADS`). Small blocks let
 /// several chunks share a multiprocessor, so one block's barriers do not idle it.
 pub const CHUNK_THREADS: u32 = 256;
+/// Threads per block of byte-string kernels: one block decodes a whole chunk of strings, so
+/// more warps per block keep more of its loads in flight.
+pub const STRING_THREADS: u32 = 512;
 /// Error bit: a dictionary code at or past the dictionary's end.
 pub const ERR_DICT: i32 = 1;
 /// Error bit: an RLE run of length 0.
@@ -501,7 +504,7 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
             nodes,
             key,
             out: shape.ptype,
-            threads: kind.threads(),
+            threads: STRING_THREADS,
             dyn_smem,
         });
     }
@@ -1435,11 +1438,7 @@ mod tests {
             let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
             assert_eq!(k.kind, KernelKind::Chunk, "{plan}");
             assert!(k.dyn_smem >= strings::STAGE_BYTES, "{plan}");
-            for n in [
-                needle,
-                "((u32*)o)[r] = (u32)(at + s);",
-                "gw[q] = sw[q];",
-            ] {
+            for n in [needle, "((u32*)o)[r] = (u32)(at + s);", "gw[q] = sw[q];"] {
                 assert!(k.source.contains(n), "{plan}: no `{n}` in\n{}", k.source);
             }
         }

@@ -80,9 +80,9 @@ impl Gen<'_> {
             return;
         }
         let (offs, dict, tokens, items) = match self.nodes[0].op {
-            Op::Words => (DICT_OFFSETS, DICT_BYTES, TOKENS, 2),
-            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4, 0, 4),
-            _ => (0, 0, 0, 4),
+            Op::Words => (DICT_OFFSETS, DICT_BYTES, TOKENS, 1),
+            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4, 0, 2),
+            _ => (0, 0, 0, 2),
         };
         self.dyn_smem = offs * 4 + dict + STAGE_BYTES + tokens * 4;
         self.src.push_str(&format!(
@@ -125,19 +125,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             PType::U8 => "",
             PType::U16 => {
                 r#"
+        // Bypass bits only when some lane's bucket has them (else no state changes).
         u32 nb = 0u;
-        if (act && v >= 16u) {
-          nb = (v >> 2) - 2u;
-          const u32 k1 = min(nb, 16u);
-          const u32 bits = x & ((1u << k1) - 1u);
-          x >>= k1;
-          v = ((4u + (v & 3u)) << nb) | bits;
-        }
-        zf_ans_renorm(x, act, pos, win, bad);"#
-            }
-            _ => {
-                r#"
-        u32 nb = 0u;
+        if (__any_sync(0xffffffffu, act && v >= 16u)) {
         if (act && v >= 16u) {
           nb = (v >> 2) - 2u;
           const u32 k1 = min(nb, 16u);
@@ -146,12 +136,30 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           v = ((4u + (v & 3u)) << nb) | bits;
         }
         zf_ans_renorm(x, act, pos, win, bad);
+        }"#
+            }
+            _ => {
+                r#"
+        // Bypass bits only when some lane's bucket has them (else no state changes).
+        u32 nb = 0u;
+        if (__any_sync(0xffffffffu, act && v >= 16u)) {
+        if (act && v >= 16u) {
+          nb = (v >> 2) - 2u;
+          const u32 k1 = min(nb, 16u);
+          const u32 bits = x & ((1u << k1) - 1u);
+          x >>= k1;
+          v = ((4u + (v & 3u)) << nb) | bits;
+        }
+        zf_ans_renorm(x, act, pos, win, bad);
+        if (__any_sync(0xffffffffu, nb > 16u)) {
         if (act && nb > 16u) {
           const u32 k2 = nb - 16u;
           v |= (x & ((1u << k2) - 1u)) << 16;
           x >>= k2;
         }
-        zf_ans_renorm(x, act, pos, win, bad);"#
+        zf_ans_renorm(x, act, pos, win, bad);
+        }
+        }"#
             }
         };
         let out = self.buf(k, "first + j0 + lane")?;
