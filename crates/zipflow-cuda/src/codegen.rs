@@ -36,7 +36,7 @@
 //! index) and an error word where the kernel ORs [`ERR_DICT`], [`ERR_RLE_ZERO`],
 //! [`ERR_RLE_SUM`], [`ERR_ANS`], [`ERR_STR`] on corrupt data.
 
-mod strings;
+pub mod strings;
 
 use crate::shape::{Op, Shape};
 use zipflow_core::{Error, PType, Result};
