@@ -125,6 +125,12 @@ pub struct Kernel {
     pub threads: u32,
     /// Bytes of dynamic shared memory per block (string kernels).
     pub dyn_smem: u32,
+    /// Byte strings: rows per block of the second kernel, [`strings::EXPAND_NAME`], which
+    /// expands the strings after [`KERNEL_NAME`] has written each chunk's segment table
+    /// (see [`strings`]); 0 for other kernels.
+    pub segment_rows: u32,
+    /// Bytes of dynamic shared memory per block of the expansion kernel.
+    pub expand_smem: u32,
 }
 
 /// Descriptor slot 0: the chunk's first output element in the output buffer (for byte
@@ -132,10 +138,11 @@ pub struct Kernel {
 pub const SLOT_OUT: usize = 0;
 
 /// Parameter slots an op takes after its length slot, in order:
-/// - `plain`: byte offset of the values in `in` (two slots unused); over byte strings at the
-///   root, as `strdict`;
+/// - `plain`: byte offset of the values in `in` (three slots unused); over byte strings at
+///   the root, as `strdict`;
 /// - `strdict`, `words`: the byte offset of the chunk's bytes in the output, their number,
-///   and the width of the offsets (8, 4, or 0 for none);
+///   the width of the offsets (8, 4, or 0 for none), and the byte offset of the chunk's
+///   segment table in the scratch buffer (`2 * (segments + 1)` u32, see [`strings`]);
 /// - `bitpack`: byte offset of the packed words, bit width;
 /// - `for`: reference bits; `constant`: value bits; `delta`: base bits;
 /// - `patch`, `float2int`: byte offsets of positions and exception values, exception count
@@ -149,7 +156,8 @@ pub fn param_slots(op: Op) -> usize {
         Op::ZigZag | Op::Rle | Op::Dict => 0,
         Op::For | Op::Constant | Op::Delta => 1,
         Op::BitPack => 2,
-        Op::Plain | Op::StrDict | Op::Words | Op::Patch => 3,
+        Op::Patch => 3,
+        Op::Plain | Op::StrDict | Op::Words => 4,
         Op::FloatToInt => 4,
         Op::Ans => 7,
     }
@@ -308,8 +316,8 @@ fn check_strings(s: &Shape) -> Result<()> {
 }
 
 /// Whether node `k` (of shape `s`) needs a scratch region in a chunk kernel: a materialised
-/// node below the root, or a string dictionary (its entries' offsets, when they do not fit
-/// in shared memory).
+/// node below the root, or a string dictionary (its entries' offsets, which the first
+/// kernel writes and the expansion reads).
 fn needs_scratch(s: &Shape, k: usize, kind: KernelKind) -> bool {
     kind == KernelKind::Chunk
         && k > 0
@@ -466,6 +474,9 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         stages: String::new(),
         ans_table: false,
         dyn_smem: 0,
+        expand: String::new(),
+        expand_smem: 0,
+        staged: Vec::new(),
     };
     let key = shape.key();
     g.src.push_str(
@@ -482,21 +493,31 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     );
     g.node(0)?;
     if shape.ptype == PType::Bytes {
-        let dyn_smem = g.dyn_smem;
-        g.src.push_str(&format!(
-            r#"
+        let len_slot = nodes[0].base;
+        let head = |name: &str, body: &str, seg: &str| {
+            format!(
+                r#"
 extern "C" __global__ void __launch_bounds__(ZF_THREADS)
-{KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
+{name}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
           const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
-  const u32 chunk = work[2u * blockIdx.x];
+  const u32 chunk = work[2u * blockIdx.x];{seg}
   const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
-  u8* o = out + e.prm[{SLOT_OUT}];
   const u32 len = (u32)e.prm[{len_slot}];
-{stages}}}
-"#,
-            len_slot = nodes[0].base,
-            stages = g.stages,
-        ));
+{body}}}
+"#
+            )
+        };
+        let first = head(KERNEL_NAME, &g.stages, "\n  (void)out;");
+        let second = head(
+            strings::EXPAND_NAME,
+            &g.expand,
+            &format!(
+                "\n  const u32 seg = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
+            ),
+        );
+        g.src.push_str(&first);
+        g.src.push_str(&second);
+        let (dyn_smem, expand_smem) = (g.dyn_smem, g.expand_smem);
         return Ok(Kernel {
             source: g.src,
             kind,
@@ -506,6 +527,8 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
             out: shape.ptype,
             threads: STRING_THREADS,
             dyn_smem,
+            segment_rows: strings::SEGMENT_ROWS,
+            expand_smem,
         });
     }
     let root_t = ctype(shape.ptype)?;
@@ -574,6 +597,8 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
         out: shape.ptype,
         threads: kind.threads(),
         dyn_smem: 0,
+        segment_rows: 0,
+        expand_smem: 0,
     })
 }
 
@@ -799,6 +824,12 @@ struct Gen<'a> {
     ans_table: bool,
     /// Bytes of dynamic shared memory the stages use.
     dyn_smem: u32,
+    /// Byte strings: the body of the expansion kernel (see [`strings`]).
+    expand: String,
+    /// Bytes of dynamic shared memory the expansion uses.
+    expand_smem: u32,
+    /// Nodes whose `zf_v<k>` (values to shared memory) is emitted.
+    staged: Vec<usize>,
 }
 
 impl Gen<'_> {
@@ -1421,30 +1452,63 @@ mod tests {
     }
 
     #[test]
-    fn string_roots_write_offsets_and_stage_their_bytes() {
+    fn string_roots_write_a_segment_table_and_expand_segments() {
         let cases = [
-            ("plain", "dst[j] = zf_n3(e, s + j)"),
-            ("strdict(codes: bitpack)", "zf_db2(so[i] + j)"),
+            ("plain", "out[at + B0 + bc + x] = zf_n3(e, B0 + bc + x);"),
+            // Bit-packed codes are staged lane by lane; bytes are assembled a word at a time.
+            (
+                "strdict(codes: bitpack)",
+                "if (p < cnt) dst[p] = (u32)(win >> sh) & mask;",
+            ),
+            ("strdict(codes: bitpack)", "__funnelshift_l(t0, t1, nb)"),
+            (
+                "strdict(codes: bitpack)",
+                "st[x - w0] = zf_sdict[zf_dsh2 + so[j] + (x - q)];",
+            ),
             (
                 "strdict(codes: ans)",
                 "zf_ans_renorm(x, act, pos, win, bad);",
             ),
             (
                 "words(codes: ans, counts: ans)",
-                "zf_stok[q] = (u32)zf_n1(e, tcarry + q);",
+                "dst[i] = (u32)zf_n6(e, first + i);",
             ),
         ];
         for (plan, needle) in cases {
             let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
             assert_eq!(k.kind, KernelKind::Chunk, "{plan}");
-            assert!(k.dyn_smem >= strings::STAGE_BYTES, "{plan}");
-            for n in [needle, "((u32*)o)[r] = (u32)(at + s);", "gw[q] = sw[q];"] {
-                assert!(k.source.contains(n), "{plan}: no `{n}` in\n{}", k.source);
+            assert_eq!(k.segment_rows, strings::SEGMENT_ROWS, "{plan}");
+            assert!(k.expand_smem >= strings::STAGE_BYTES, "{plan}");
+            let (first, second) = k
+                .source
+                .split_once(strings::EXPAND_NAME)
+                .unwrap_or_else(|| panic!("{plan}: no expansion kernel"));
+            assert!(first.contains(KERNEL_NAME), "{plan}");
+            // The first kernel writes the table; the second reads it and writes the strings.
+            assert!(
+                first.contains("tab[2u * s + 1u] = (u32)min(bc, (u64)claimed);"),
+                "{plan}"
+            );
+            for n in [
+                "const u32 T1 = tab[2u * seg + 2u], B1 = tab[2u * seg + 3u];",
+                "((u32*)o)[rb + i] = (u32)v;",
+            ] {
+                assert!(second.contains(n), "{plan}: no `{n}` in\n{second}");
             }
+            assert!(
+                k.source.contains(needle),
+                "{plan}: no `{needle}` in\n{}",
+                k.source
+            );
         }
-        // Dictionaries get a scratch region for offsets that do not fit shared memory.
+        // Dictionaries get a scratch region for their offsets, which the expansion reads.
         let k = generate(&shape_of("strdict", &texts())).unwrap_or_else(|e| panic!("{e}"));
         assert!(k.nodes[2].scratch.is_some());
-        assert!(k.source.contains("zf_m2 < ZF_STR_OFFS ? zf_soff"));
+        assert!(
+            k.source
+                .contains("zf_m2 < ZF_STR_OFFS ? zf_soff : zf_goff2")
+        );
+        // Staged bytes are stored a word at a time.
+        assert!(k.source.contains("gw[y] = sw[y];"));
     }
 }

@@ -15,8 +15,10 @@
 //! that [`ColumnDecoder::finish`] turns into `Error::Corrupt`. One check the CPU makes is not
 //! repeated: that a dictionary is strictly increasing (it only matters for predicates).
 
+use crate::codegen::strings::EXPAND_NAME;
 use crate::codegen::{
-    ERR_ANS, ERR_DICT, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR, Kernel, KernelKind, SLOT_OUT, generate,
+    ERR_ANS, ERR_DICT, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR, KERNEL_NAME, Kernel, KernelKind,
+    SLOT_OUT, generate,
 };
 use crate::device::{Gpu, cuda};
 use crate::shape::{Op, Shape};
@@ -166,6 +168,9 @@ struct Group {
     prm_host: Vec<u64>,
     /// Two u32 per block: chunk index in the group, vector index.
     work: CudaSlice<u32>,
+    /// Byte strings: the expansion kernel, run after `function`, and its work list (two u32
+    /// per block: chunk index in the group, segment index).
+    expand: Option<(CudaFunction, CudaSlice<u32>)>,
 }
 
 /// A column prepared for decoding on one GPU (see the module docs).
@@ -205,6 +210,7 @@ struct HostGroup {
     kernel: Kernel,
     prm: Vec<u64>,
     work: Vec<u32>,
+    expand_work: Vec<u32>,
 }
 
 impl<'g> ColumnDecoder<'g> {
@@ -305,6 +311,7 @@ impl<'g> ColumnDecoder<'g> {
                             kernel,
                             prm: Vec::new(),
                             work: Vec::new(),
+                            expand_work: Vec::new(),
                         });
                         by_key.insert(key, host.len() - 1);
                         host.len() - 1
@@ -355,6 +362,13 @@ impl<'g> ColumnDecoder<'g> {
                     filler.prm[base + 1] = data_total;
                     filler.prm[base + 2] = n;
                     data_total += n;
+                    // The segment table: first token and byte of every segment, then totals.
+                    let segments = node.len.div_ceil(g.kernel.segment_rows as usize).max(1);
+                    filler.prm[base + 4] = *filler.scratch as u64;
+                    *filler.scratch += (segments + 1) * 8;
+                    for s in 0..segments {
+                        g.expand_work.extend([index, s as u32]);
+                    }
                 }
                 total = if filler.extra.is_empty() {
                     (total + tree.len()).next_multiple_of(INPUT_ALIGN)
@@ -406,7 +420,7 @@ impl<'g> ColumnDecoder<'g> {
         let stream = &gpu.streams[0];
         let mut groups = Vec::with_capacity(host.len());
         for g in host {
-            let function = gpu.function(&g.kernel)?;
+            let function = gpu.function(&g.kernel, KERNEL_NAME)?;
             // Static and dynamic shared memory together may pass the default 48 KiB.
             if g.kernel.dyn_smem > 0 {
                 function
@@ -422,12 +436,29 @@ impl<'g> ColumnDecoder<'g> {
             let work = stream
                 .clone_htod(&g.work)
                 .map_err(cuda("uploading the work list"))?;
+            let expand = if g.kernel.segment_rows > 0 {
+                let f = gpu.function(&g.kernel, EXPAND_NAME)?;
+                if g.kernel.expand_smem > 0 {
+                    f.set_attribute(
+                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        g.kernel.expand_smem as i32,
+                    )
+                    .map_err(cuda("allowing a kernel its shared memory"))?;
+                }
+                let w = stream
+                    .clone_htod(&g.expand_work)
+                    .map_err(cuda("uploading the work list"))?;
+                Some((f, w))
+            } else {
+                None
+            };
             groups.push(Group {
                 kernel: g.kernel,
                 function,
                 prm,
                 prm_host: g.prm,
                 work,
+                expand,
             });
         }
         // SAFETY: pinned memory of `total.max(1)` bytes; every byte is written below before
@@ -530,8 +561,46 @@ impl<'g> ColumnDecoder<'g> {
         }
     }
 
-    /// Launches `group`'s kernel over its work entries `range` on `stream`.
+    /// Launches `group`'s kernel over its work entries `range` on `stream`, then its
+    /// expansion kernel (byte strings) over all of its own when `range` is the whole list.
     fn launch(&self, group: &Group, range: Range<usize>, stream: &CudaStream) -> Result<()> {
+        let all = range.start == 0 && range.end == group.work.len() / 2;
+        self.launch_one(
+            &group.function,
+            &group.work,
+            range,
+            group.kernel.threads,
+            group.kernel.dyn_smem,
+            &group.prm,
+            stream,
+        )?;
+        if let Some((f, work)) = &group.expand {
+            debug_assert!(all, "string kernels run over all chunks at once");
+            self.launch_one(
+                f,
+                work,
+                0..work.len() / 2,
+                group.kernel.threads,
+                group.kernel.expand_smem,
+                &group.prm,
+                stream,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Launches `function` over work entries `range` of `work` on `stream`.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_one(
+        &self,
+        function: &CudaFunction,
+        work: &CudaSlice<u32>,
+        range: Range<usize>,
+        threads: u32,
+        smem: u32,
+        prm: &CudaSlice<u64>,
+        stream: &CudaStream,
+    ) -> Result<()> {
         if range.is_empty() {
             return Ok(());
         }
@@ -540,16 +609,16 @@ impl<'g> ColumnDecoder<'g> {
         let (input, _a) = self.input.device_ptr(stream);
         let (output, _b) = self.output.device_ptr(stream);
         let (scratch, _c) = self.scratch.device_ptr(stream);
-        let (prm, _d) = group.prm.device_ptr(stream);
-        let (work, _e) = group.work.device_ptr(stream);
+        let (prm, _d) = prm.device_ptr(stream);
+        let (work, _e) = work.device_ptr(stream);
         let (err, _f) = self.err.device_ptr(stream);
         let work = work + (range.start * 2 * size_of::<u32>()) as u64;
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
-            block_dim: (group.kernel.threads, 1, 1),
-            shared_mem_bytes: group.kernel.dyn_smem,
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: smem,
         };
-        let mut b = stream.launch_builder(&group.function);
+        let mut b = stream.launch_builder(function);
         b.arg(&input)
             .arg(&output)
             .arg(&scratch)

@@ -5,9 +5,9 @@
 //! device, a driver error) into one `Unsupported` error that starts with `no usable GPU:`.
 
 use crate::cache::ModuleCache;
-use crate::codegen::{KERNEL_NAME, Kernel};
+use crate::codegen::Kernel;
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream, DriverError};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use zipflow_core::{Error, Result};
@@ -74,7 +74,7 @@ pub struct Gpu {
     pub(crate) streams: [Arc<CudaStream>; 2],
     info: GpuInfo,
     cache: ModuleCache,
-    functions: Mutex<HashMap<String, CudaFunction>>,
+    modules: Mutex<HashMap<String, Arc<CudaModule>>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -176,7 +176,7 @@ impl Gpu {
             streams,
             info,
             cache: ModuleCache::from_env(),
-            functions: Mutex::new(HashMap::new()),
+            modules: Mutex::new(HashMap::new()),
         })
     }
 
@@ -185,34 +185,37 @@ impl Gpu {
         &self.info
     }
 
-    /// The compiled function for `kernel`: from memory, else from the disk cache, else
-    /// compiled with NVRTC now (and written to the disk cache).
-    pub fn function(&self, kernel: &Kernel) -> Result<CudaFunction> {
+    /// The compiled function `name` ([`crate::codegen::KERNEL_NAME`], or the second kernel some shapes
+    /// have) of `kernel`'s module: from memory, else from the disk cache, else compiled with
+    /// NVRTC now (and written to the disk cache).
+    pub fn function(&self, kernel: &Kernel, name: &str) -> Result<CudaFunction> {
         let options = compile_options(kernel, &self.info);
         let key = format!("{}\n{}", options.join(" "), kernel.source);
-        {
+        let module = {
             let map = self
-                .functions
+                .modules
                 .lock()
                 .map_err(|_| Error::unsupported("kernel cache lock poisoned"))?;
-            if let Some(f) = map.get(&key) {
-                return Ok(f.clone());
+            map.get(&key).cloned()
+        };
+        let module = match module {
+            Some(m) => m,
+            None => {
+                let ptx = self.cache.ptx(kernel, &options, &self.info)?;
+                let m = self
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+                    .map_err(cuda("loading a generated module"))?;
+                self.modules
+                    .lock()
+                    .map_err(|_| Error::unsupported("kernel cache lock poisoned"))?
+                    .insert(key, m.clone());
+                m
             }
-        }
-        let ptx = self.cache.ptx(kernel, &options, &self.info)?;
-        let module = self
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-            .map_err(cuda("loading a generated module"))?;
-        let f = module
-            .load_function(KERNEL_NAME)
-            .map_err(cuda("finding the decode kernel"))?;
-        let mut map = self
-            .functions
-            .lock()
-            .map_err(|_| Error::unsupported("kernel cache lock poisoned"))?;
-        map.insert(key, f.clone());
-        Ok(f)
+        };
+        module
+            .load_function(name)
+            .map_err(cuda("finding a decode kernel"))
     }
 }
 

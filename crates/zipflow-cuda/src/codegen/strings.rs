@@ -5,33 +5,46 @@
 //!   the lanes that renormalise find their word by a ballot and a population count. The
 //!   4096-slot decoding table is built in shared memory from the cumulative frequencies the
 //!   host staged after the tree.
-//! - String dictionaries (`plain` over byte strings under `strdict` or `words`): the entries'
-//!   offsets (an exclusive sum of their lengths) and their bytes go to shared memory when they
-//!   fit, to the chunk's scratch region (offsets) or stay in the input (bytes) otherwise.
-//! - String roots: each tile of `ZF_THREADS` rows finds its strings' lengths (a dictionary
-//!   entry's, a sum of tokens', or the lengths child's), one block-wide exclusive sum places
-//!   them, each thread copies its strings' bytes into a shared staging buffer, and the block
-//!   stores the tile's bytes in order (coalesced). Offsets are `u32` or `u64` (the host
-//!   picks per column), relative to the start of the column's bytes, or not written at all
-//!   when only the bytes are wanted.
+//! - Byte strings take two kernels. The first (`zf_decode`, one block per chunk) runs every
+//!   numeric stage, computes the string dictionary's entry offsets (an exclusive sum of their
+//!   lengths) into the chunk's scratch region, and writes the chunk's *segment table*: for
+//!   every [`SEGMENT_ROWS`] rows, the first token and the first byte of their strings. The
+//!   second ([`EXPAND_NAME`], one block per segment) expands its rows independently of the
+//!   others: it copies the dictionary to shared memory, finds each row's first token (a
+//!   `words` root's counts, one block-wide sum), and walks the segment's tokens in tiles of
+//!   [`TILE_TOKENS`]. In a tile each thread takes consecutive tokens, so its bytes are one
+//!   contiguous run: a block-wide sum of the tokens' lengths places them, the bytes are
+//!   assembled in shared memory at the output's alignment and stored a word at a time, and
+//!   each row whose first token falls in the tile writes its offset.
+//!
+//! A `strdict` or `plain` root is the same with one token per row. Offsets are `u32` or `u64`
+//! (the host picks per column), relative to the start of the column's bytes, or not written
+//! at all when only the bytes are wanted.
 //!
 //! Every read is bounded by what the host validated (dictionary codes and token positions
-//! are checked in the kernel), and every write by the chunk's byte count: a chunk whose
-//! strings do not add up to it sets [`super::ERR_STR`] instead of writing past its region.
+//! are checked in the kernels), and every write by the chunk's byte count: the expansion
+//! checks its segment against the table and the table against its own sums, and a chunk
+//! whose strings do not add up sets [`super::ERR_STR`] instead of writing past its region.
 
 use super::Gen;
 use crate::shape::Op;
 use zipflow_core::{PType, Result};
 
+/// Name of the generated kernel that expands a byte-string column's segments.
+pub const EXPAND_NAME: &str = "zf_expand";
+/// Rows of a chunk each expansion block takes.
+pub const SEGMENT_ROWS: u32 = 2048;
+/// Tokens (rows, for `strdict` and `plain`) of one tile of an expansion block: four per
+/// thread.
+pub const TILE_TOKENS: u32 = 2048;
 /// Entries of a `words` dictionary whose offsets are kept in shared memory (a `strdict`'s:
-/// a quarter of it, so that more chunks share a multiprocessor).
+/// a quarter of it, so that more blocks share a multiprocessor).
 pub const DICT_OFFSETS: u32 = 4096;
 /// Bytes of a `words` dictionary kept in shared memory (a `strdict`'s: a quarter).
 pub const DICT_BYTES: u32 = 24 * 1024;
-/// Bytes of a tile's strings assembled in shared memory before they are stored.
+/// Bytes of a tile's strings assembled in shared memory before they are stored (a tile
+/// with more takes several passes).
 pub const STAGE_BYTES: u32 = 16 * 1024;
-/// Token codes of a `words` tile staged in shared memory.
-pub const TOKENS: u32 = 4096;
 
 /// Words of an `ans` block each warp keeps in shared memory.
 pub const ANS_WINDOW: u32 = 512;
@@ -74,31 +87,44 @@ __device__ __forceinline__ void zf_ans_renorm(u32& x, bool act, u32& pos, const 
 "#;
 
 impl Gen<'_> {
-    /// Declares the dynamic shared memory of string kernels once.
+    /// Declares the dynamic shared memory of string kernels once: the dictionary's entry
+    /// offsets (both kernels), then for the expansion the tile's token positions, its staged
+    /// bytes and the dictionary's bytes.
     fn declare_strings(&mut self) {
         if self.dyn_smem != 0 {
             return;
         }
-        let (offs, dict, tokens, items) = match self.nodes[0].op {
-            Op::Words => (DICT_OFFSETS, DICT_BYTES, TOKENS, 1),
-            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4, 0, 2),
-            _ => (0, 0, 0, 2),
+        let (offs, dict) = match self.nodes[0].op {
+            Op::Words => (DICT_OFFSETS, DICT_BYTES),
+            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4),
+            _ => (4, 0),
         };
-        self.dyn_smem = offs * 4 + dict + STAGE_BYTES + tokens * 4;
+        self.dyn_smem = (offs + 2 * TILE_TOKENS) * 4;
+        // The dictionary's bytes come last, with slack: the expansion reads 20 bytes at a time
+        // from any entry.
+        self.expand_smem = (offs + 2 * TILE_TOKENS) * 4 + STAGE_BYTES + dict + 32;
+        let items = TILE_TOKENS / super::STRING_THREADS;
+        let rows = SEGMENT_ROWS / super::STRING_THREADS;
         self.src.push_str(&format!(
             r#"
 #define ZF_STR_OFFS {offs}u
 #define ZF_STR_DICT {dict}u
 #define ZF_STR_STAGE {STAGE_BYTES}u
-#define ZF_STR_TOK {tokens}u
-// Consecutive rows per thread in each tile.
-#define ZF_STR_ITEMS {items}u
-// Dynamic shared memory: dictionary offsets, the tile's tokens, the tile's staged bytes,
-// dictionary bytes.
+#define ZF_SEG_ROWS {SEGMENT_ROWS}u
+#define ZF_TILE_TOK {TILE_TOKENS}u
+// Consecutive tokens per thread in a tile, consecutive rows per thread in a segment.
+#define ZF_TOK_ITEMS {items}u
+#define ZF_ROW_ITEMS {rows}u
+#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_ROWS > ZF_TILE_TOK
+#error "string tiles and segments must be whole multiples of the block"
+#endif
+// Dynamic shared memory: dictionary offsets, a tile's token positions (a segment's counts
+// before), a tile's codes, the tile's staged bytes, dictionary bytes.
 extern __shared__ __align__(16) u8 zf_dyn[];
 #define zf_soff ((u32*)zf_dyn)
-#define zf_stok ((u32*)zf_dyn + ZF_STR_OFFS)
-#define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + ZF_STR_TOK))
+#define zf_stp ((u32*)zf_dyn + ZF_STR_OFFS)
+#define zf_scode ((u32*)zf_dyn + ZF_STR_OFFS + ZF_TILE_TOK)
+#define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + 2u * ZF_TILE_TOK))
 #define zf_sdict (zf_stage + ZF_STR_STAGE)
 "#
         ));
@@ -224,21 +250,29 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         ))
     }
 
-    /// Emits the stage that stages string dictionary `k` (`plain` over byte strings) and
-    /// declares `zf_m<k>` (entries), `zf_doff<k>` (offsets, `m + 1`), `zf_dok<k>` (whether
-    /// the lengths add up to the bytes) for the root's stage; `zf_db<k>(q)` reads byte `q`.
+    /// Emits string dictionary `k` (`plain` over byte strings) for both kernels, declaring
+    /// `zf_m<k>` (entries), `zf_doff<k>` (offsets, `m + 1`) and `zf_dok<k>` (whether the
+    /// lengths add up to the bytes); in the expansion, `zf_sb<k>` says whether the bytes are
+    /// in shared memory.
+    ///
+    /// The first kernel sums the lengths into the chunk's scratch region (and into shared
+    /// memory when they fit, for its own lookups); the expansion copies them to shared memory
+    /// when they fit and reads them in place otherwise.
     pub(super) fn dict_stage(&mut self, k: usize) -> Result<()> {
         self.declare_strings();
         let n = self.nodes[k].clone();
         let (lengths, bytes) = (n.children[0], n.children[1]);
         let scratch = n.scratch.map_or_else(|| "0".to_string(), |s| s.to_string());
+        let (b, nb) = (n.base, self.nodes[bytes].base);
         self.stages.push_str(&format!(
-            r#"  // node {k}: dictionary: entry offsets (exclusive sum of the lengths) and bytes,
-  // in shared memory when they fit
+            r#"  // node {k}: dictionary: entry offsets (exclusive sum of the lengths) to the chunk's
+  // scratch region, and to shared memory when they fit
   const u32 zf_m{k} = (u32)e.prm[{b}];
   const u32 zf_nb{k} = (u32)e.prm[{nb}];
-  u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : (u32*)(e.scratch + e.prm[{scratch}]);
-  const bool zf_sb{k} = zf_nb{k} <= ZF_STR_DICT;
+  u32* const zf_goff{k} = (u32*)(e.scratch + e.prm[{scratch}]);
+  const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
+  // Entry offsets by explicit address space (cheaper than a generic load).
+#define zf_off{k}(i) (zf_m{k} < ZF_STR_OFFS ? zf_soff[(i)] : zf_goff{k}[(i)])
   {{
     u64 carry = 0ull;
     for (u32 i0 = 0u; i0 < zf_m{k}; i0 += ZF_THREADS) {{
@@ -246,200 +280,439 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       const u32 l = i < zf_m{k} ? (u32)zf_n{lengths}(e, i) : 0u;
       u64 tot;
       const u64 s = carry + zf_scan_excl<u64>((u64)l, &tot);
-      if (i < zf_m{k}) zf_doff{k}[i] = (u32)min(s, (u64)0xffffffffu);
+      if (i < zf_m{k}) {{
+        const u32 v = (u32)min(s, (u64)0xffffffffu);
+        zf_goff{k}[i] = v;
+        if (zf_m{k} < ZF_STR_OFFS) zf_soff[i] = v;
+      }}
       carry += tot;
     }}
     if (threadIdx.x == 0u) {{
-      zf_doff{k}[zf_m{k}] = (u32)min(carry, (u64)0xffffffffu);
+      const u32 v = (u32)min(carry, (u64)0xffffffffu);
+      zf_goff{k}[zf_m{k}] = v;
+      if (zf_m{k} < ZF_STR_OFFS) zf_soff[zf_m{k}] = v;
       if (carry != (u64)zf_nb{k}) atomicOr(e.err, ZF_ERR_STR);
     }}
-    if (zf_sb{k}) for (u32 q = threadIdx.x; q < zf_nb{k}; q += ZF_THREADS) zf_sdict[q] = zf_n{bytes}(e, q);
     __syncthreads();
   }}
   const bool zf_dok{k} = zf_doff{k}[zf_m{k}] == zf_nb{k};
-#define zf_db{k}(q) (zf_sb{k} ? zf_sdict[q] : zf_n{bytes}(e, (q)))
+"#
+        ));
+        // Byte q of the dictionary is at `zf_sdict[zf_dsh + q]`: a plain child is copied a
+        // word at a time from the word holding its first byte.
+        let copy = if self.nodes[bytes].op == Op::Plain {
+            let off = self.nodes[bytes].base + 1;
+            format!(
+                r#"  const u32 zf_dsh{k} = (u32)e.prm[{off}] & 3u;
+  if (zf_sb{k}) {{
+    const u32* src = (const u32*)(e.in + (e.prm[{off}] & ~3ull));
+    const u32 nw = (zf_dsh{k} + zf_nb{k} + 3u) >> 2;
+    for (u32 i = threadIdx.x; i < nw; i += ZF_THREADS) ((u32*)zf_sdict)[i] = __ldg(src + i);
+  }}
+"#
+            )
+        } else {
+            format!(
+                "  const u32 zf_dsh{k} = 0u;\n  if (zf_sb{k}) for (u32 q = threadIdx.x; q < zf_nb{k}; q += ZF_THREADS) zf_sdict[q] = zf_n{bytes}(e, q);\n"
+            )
+        };
+        self.expand.push_str(&format!(
+            r#"  // node {k}: dictionary: entry offsets (from the first kernel) and bytes, to shared
+  // memory when they fit
+  const u32 zf_m{k} = (u32)e.prm[{b}];
+  const u32 zf_nb{k} = (u32)e.prm[{nb}];
+  const u32* const zf_goff{k} = (const u32*)(e.scratch + e.prm[{scratch}]);
+  const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
+#define zf_off{k}(i) (zf_m{k} < ZF_STR_OFFS ? zf_soff[(i)] : zf_goff{k}[(i)])
+  const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
+  if (zf_m{k} < ZF_STR_OFFS) for (u32 i = threadIdx.x; i <= zf_m{k}; i += ZF_THREADS) zf_soff[i] = zf_goff{k}[i];
+{copy}  __syncthreads();
+  const bool zf_dok{k} = zf_doff{k}[zf_m{k}] == zf_nb{k};
 "#,
-            b = n.base,
-            nb = self.nodes[bytes].base,
+            copy = copy,
         ));
         Ok(())
     }
 
-    /// Emits the root stage of a byte-string shape: offsets and bytes of every row.
+    /// Emits `zf_v<k>(e, first, cnt, dst)` once: all threads of the block write values
+    /// `[first, first + cnt)` of `u32` node `k` to `dst[0..cnt)` in shared memory. A
+    /// bit-packed node is read lane by lane as FastLanes lays it out (each thread walks four
+    /// rows of one lane, so a warp's loads are consecutive words); others value by value.
+    fn stage_values(&mut self, k: usize) -> String {
+        let name = format!("zf_v{k}");
+        if self.staged.contains(&k) {
+            return name;
+        }
+        self.staged.push(k);
+        let n = &self.nodes[k];
+        let body = if n.op == Op::BitPack && n.ptype == PType::U32 {
+            format!(
+                r#"  if (cnt == 0u) return;
+  const u32* __restrict__ w = (const u32*)(e.in + e.prm[{words}]);
+  const u32 W = {width};
+  const u32 v0 = first >> 10, items = (((first + cnt - 1u) >> 10) - v0 + 1u) * 128u;
+  // Item i: lane i % 32, rows 8 * g .. 8 * g + 8 (g = (i / 32) % 4) of vector v0 + i / 128.
+  // Row 8 * g + s of a lane holds value 128 * s + 32 * FL_ORDER[g] + lane of its vector; the
+  // lane's bits run on through its words (32 apart), so each value is a shift of a window.
+  for (u32 i = threadIdx.x; i < items; i += ZF_THREADS) {{
+    const u32 lane = i & 31u, g = (i >> 5) & 3u, v = v0 + (i >> 7);
+    const u32 base = v * 1024u + (((g & 1u) << 1) | (g >> 1)) * 32u + lane;
+    if (base + 896u < first || base >= first + cnt) continue;
+    if (W == 0u) {{
+#pragma unroll
+      for (u32 s = 0u; s < 8u; ++s) if (base + 128u * s - first < cnt) dst[base + 128u * s - first] = 0u;
+      continue;
+    }}
+    const u32* lw = w + (u64)v * (32u * W) + lane;
+    const u32 mask = W == 32u ? 0xffffffffu : (1u << W) - 1u;
+    const u32 bit = g * 8u * W;
+    u32 k = bit >> 5, sh = bit & 31u;
+    u64 win = (u64)__ldg(lw + 32u * k) | (k + 1u < W ? (u64)__ldg(lw + 32u * (k + 1u)) << 32 : 0ull);
+#pragma unroll
+    for (u32 s = 0u; s < 8u; ++s) {{
+      const u32 p = base + 128u * s - first;
+      if (p < cnt) dst[p] = (u32)(win >> sh) & mask;
+      sh += W;
+      if (sh >= 32u) {{
+        sh -= 32u;
+        ++k;
+        win = (win >> 32) | (k + 1u < W ? (u64)__ldg(lw + 32u * (k + 1u)) << 32 : 0ull);
+      }}
+    }}
+  }}
+"#,
+                words = n.base + 1,
+                width = super::width_expr(n),
+            )
+        } else {
+            format!(
+                "  for (u32 i = threadIdx.x; i < cnt; i += ZF_THREADS) dst[i] = (u32)zf_n{k}(e, first + i);\n"
+            )
+        };
+        self.src.push_str(&format!(
+            "\n// node {k}: values [first, first + cnt) to shared memory (all threads of the block)\n__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, u32* __restrict__ dst) {{\n{body}}}\n"
+        ));
+        name
+    }
+
+    /// Emits the root of a byte-string shape: the segment table in the first kernel and the
+    /// expansion of one segment (offsets and bytes of its rows) in the second.
     pub(super) fn string_root(&mut self, k: usize) -> Result<()> {
         self.declare_strings();
         let n = self.nodes[k].clone();
         let b = n.base;
         let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
-        // Per row `r = rb + i`: its byte length `l[i]`, and the code that copies its bytes to
-        // `dst` (rows whose length is 0 copy nothing).
-        let (find, copy, check) = match n.op {
-            Op::StrDict => {
-                let (codes, d) = (ch(0), ch(1));
-                (
-                    format!(
-                        r#"      u32 so[ZF_STR_ITEMS];
-#pragma unroll
-      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) {{
-        const u32 r = rb + i;
-        so[i] = 0u;
-        l[i] = 0u;
-        if (r < n) {{
-          const u32 c = (u32)zf_n{codes}(e, r);
-          if (c < zf_m{d}) {{
-            so[i] = zf_doff{d}[c];
-            l[i] = zf_doff{d}[c + 1u] - so[i];
-          }} else {{
-            atomicOr(e.err, ZF_ERR_DICT);
-          }}
-        }}
-      }}
-"#
-                    ),
-                    format!("for (u32 j = 0u; j < l[i]; ++j) dst[j] = zf_db{d}(so[i] + j);"),
-                    format!("zf_dok{d}"),
-                )
-            }
-            Op::Words => {
-                let (codes, d, counts) = (ch(0), ch(1), ch(2));
-                (
-                    format!(
-                        r#"      // The tile's tokens are consecutive codes: staged in shared memory at once.
-      u32 cnt[ZF_STR_ITEMS], csum = 0u;
-#pragma unroll
-      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) {{
-        cnt[i] = rb + i < n ? (u32)zf_n{counts}(e, rb + i) : 0u;
-        csum += cnt[i];
-      }}
-      u32 ttot;
-      const u32 tt = zf_scan_excl<u32>(csum, &ttot);
-      const bool tok_ok = (u64)tcarry + ttot <= (u64)ntok && ttot >= csum;
-      if (!tok_ok && threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
-      const bool tok_staged = tok_ok && ttot <= ZF_STR_TOK;
-      if (tok_staged) {{
-        for (u32 q = threadIdx.x; q < ttot; q += ZF_THREADS) zf_stok[q] = (u32)zf_n{codes}(e, tcarry + q);
-      }}
+        let words = n.op == Op::Words;
+        let ntok = if words {
+            format!("const u32 ntok = (u32)e.prm[{}];", self.nodes[ch(0)].base)
+        } else {
+            "const u32 ntok = n;".to_string()
+        };
+        // Per token: the codes (words, strdict) or lengths (plain) child, staged a tile at a
+        // time in `zf_scode`; a `words` root's counts, a segment at a time in `zf_stp`.
+        let vals = self.stage_values(ch(0));
+        let counts = if words {
+            Some(self.stage_values(ch(2)))
+        } else {
+            None
+        };
+        // A staged token's length `l` (from `c = zf_scode[i]`), and for the expansion its
+        // source offset `so[j]`.
+        let (d, check) = match n.op {
+            Op::Words | Op::StrDict => (Some(ch(1)), format!("zf_dok{}", ch(1))),
+            _ => (None, "true".to_string()),
+        };
+        let sum_len = match d {
+            Some(d) => format!(
+                "const u32 c = zf_scode[i];\n          if (c < zf_m{d}) b += zf_off{d}(c + 1u) - zf_off{d}(c); else atomicOr(e.err, ZF_ERR_DICT);"
+            ),
+            None => "b += zf_scode[i];".to_string(),
+        };
+        // The first kernel: `ct` tokens of the segment's rows [r0, r1), then `b` (per thread)
+        // bytes of its tokens, which start at `tc`.
+        let seg_tokens = match &counts {
+            Some(cv) => format!(
+                r#"      {cv}(e, r0, r1 - r0, zf_stp);
       __syncthreads();
-#define ZF_TOKEN(q) (tok_staged ? zf_stok[q] : (u32)zf_n{codes}(e, tcarry + (q)))
-      u32 t0 = tt;
-#pragma unroll
-      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) {{
-        l[i] = 0u;
-        if (tok_ok) {{
-          for (u32 t = t0; t < t0 + cnt[i]; ++t) {{
-            const u32 c = ZF_TOKEN(t);
-            if (c < zf_m{d}) {{
-              l[i] += zf_doff{d}[c + 1u] - zf_doff{d}[c];
-            }} else {{
-              atomicOr(e.err, ZF_ERR_DICT);
-            }}
-          }}
-        }}
-        t0 += cnt[i];
-      }}
+      u64 c = 0ull;
+      for (u32 i = threadIdx.x; i < r1 - r0; i += ZF_THREADS) c += zf_stp[i];
+      u64 ct;
+      zf_scan_excl<u64>(c, &ct);
 "#
-                    ),
-                    format!(
-                        r#"{{
-          u32 t = tt;
-          for (u32 x = 0u; x < i; ++x) t += cnt[x];
-          u8* w = dst;
-          for (const u32 te = t + cnt[i]; t < te; ++t) {{
-            const u32 c = ZF_TOKEN(t);
-            if (c >= zf_m{d}) continue;
-            const u32 so = zf_doff{d}[c], sl = zf_doff{d}[c + 1u] - so;
-            for (u32 j = 0u; j < sl; ++j) w[j] = zf_db{d}(so + j);
-            w += sl;
-          }}
-        }}"#
-                    ),
-                    format!("zf_dok{d}"),
-                )
-            }
-            _ => {
-                let (lengths, bytes) = (ch(0), ch(1));
-                (
-                    r#"#pragma unroll
-      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) l[i] = rb + i < n ? (u32)zf_n@L@(e, rb + i) : 0u;
-"#
-                    .replace("@L@", &lengths.to_string()),
-                    format!("for (u32 j = 0u; j < l[i]; ++j) dst[j] = zf_n{bytes}(e, s + j);"),
-                    "true".to_string(),
-                )
-            }
-        };
-        let (words_head, words_tail) = if n.op == Op::Words {
-            (
-                format!(
-                    "    const u32 ntok = (u32)e.prm[{}];\n    u32 tcarry = 0u;\n",
-                    self.nodes[ch(0)].base
-                ),
-                "      tcarry += ttot;\n",
-            )
-        } else {
-            (String::new(), "")
-        };
-        let words_end = if n.op == Op::Words {
-            "    if (threadIdx.x == 0u && tcarry != ntok) atomicOr(e.err, ZF_ERR_STR);\n#undef ZF_TOKEN\n"
-        } else {
-            ""
+            ),
+            None => "      const u64 ct = r1 - r0;\n".to_string(),
         };
         self.stages.push_str(&format!(
-            r#"  {{ // node {k}: {name} (byte strings): per tile of rows (ZF_STR_ITEMS consecutive per
-    // thread), lengths, one exclusive sum for their positions, bytes assembled in shared
-    // memory at the output's alignment and stored a word at a time
+            r#"  {{ // node {k}: {name} (byte strings): the segment table, for every ZF_SEG_ROWS rows their
+    // first token and first byte (and the totals after the last segment)
+    const u32 n = len;
+    const u32 claimed = (u32)e.prm[{claimed}];
+    {ntok}
+    u32* const tab = (u32*)(e.scratch + e.prm[{tab}]);
+    const u32 nseg = max(1u, (n + ZF_SEG_ROWS - 1u) / ZF_SEG_ROWS);
+    u64 tc = 0ull, bc = 0ull;
+    for (u32 s = 0u; s < nseg; ++s) {{
+      const u32 r0 = s * ZF_SEG_ROWS, r1 = min(r0 + ZF_SEG_ROWS, n);
+      if (threadIdx.x == 0u) {{
+        tab[2u * s] = (u32)min(tc, (u64)ntok);
+        tab[2u * s + 1u] = (u32)min(bc, (u64)claimed);
+      }}
+{seg_tokens}      const u64 tz = min(tc + ct, (u64)ntok);
+      u64 b = 0ull;
+      for (u64 t0 = min(tc, (u64)ntok); t0 < tz; t0 += ZF_TILE_TOK) {{
+        const u32 tn = (u32)min((u64)ZF_TILE_TOK, tz - t0);
+        {vals}(e, (u32)t0, tn, zf_scode);
+        __syncthreads();
+        for (u32 i = threadIdx.x; i < tn; i += ZF_THREADS) {{
+          {sum_len}
+        }}
+        __syncthreads();
+      }}
+      u64 bt;
+      zf_scan_excl<u64>(b, &bt);
+      tc += ct;
+      bc += bt;
+    }}
+    if (threadIdx.x == 0u) {{
+      tab[2u * nseg] = (u32)min(tc, (u64)ntok);
+      tab[2u * nseg + 1u] = (u32)min(bc, (u64)claimed);
+      if (tc != (u64)ntok || bc != (u64)claimed || !({check})) atomicOr(e.err, ZF_ERR_STR);
+    }}
+  }}
+"#,
+            name = n.op.name(),
+            claimed = b + 2,
+            tab = b + 4,
+        ));
+
+        // The expansion: each row's first token (relative to the segment's), and per token
+        // `so[j]`, `sl[j]` (source offset and length), then the copy of a tile's bytes.
+        let rows = match &counts {
+            Some(cv) => format!(
+                r#"    {cv}(e, r0, r1 - r0, zf_stp);
+    __syncthreads();
+    u64 csum = 0ull;
+#pragma unroll
+    for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {{
+      rt[i] = (u32)csum;
+      csum += rb + i < r1 ? zf_stp[threadIdx.x * ZF_ROW_ITEMS + i] : 0u;
+    }}
+    u64 ctot;
+    const u64 cb = zf_scan_excl<u64>(csum, &ctot);
+"#
+            ),
+            None => r#"#pragma unroll
+    for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) rt[i] = i;
+    const u64 ctot = r1 - r0, cb = threadIdx.x * ZF_ROW_ITEMS;
+"#
+            .to_string(),
+        };
+        let (token, copy) = match d {
+            Some(d) => {
+                let bytes = self.nodes[d].children[1];
+                let window = |src: &str| {
+                    format!(
+                        "for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{\n            const u32 a = max(q, w0), z = min(q + sl[j], w0 + wl);\n            for (u32 x = a; x < z; ++x) st[x - w0] = {src};\n            q += sl[j];\n          }}"
+                    )
+                };
+                (
+                    format!(
+                        "const u32 c = zf_scode[threadIdx.x * ZF_TOK_ITEMS + j];\n          if (c < zf_m{d}) {{\n            so[j] = zf_off{d}(c);\n            sl[j] = zf_off{d}(c + 1u) - so[j];\n          }} else {{\n            atomicOr(e.err, ZF_ERR_DICT);\n          }}"
+                    ),
+                    format!(
+                        r#"      const u64 g = at + B0 + bc, gb = g & ~3ull;
+      if (zf_sb{d} && (u32)(g - gb) + ttot <= ZF_STR_STAGE) {{
+        // The tile fits the stage: each thread assembles its run a word at a time (words
+        // it shares with its neighbours are or-ed into zeroed words).
+        u32* const sw = (u32*)zf_stage;
+        const u32 nw = ((u32)(g - gb) + (u32)ttot + 3u) >> 2;
+        for (u32 y = threadIdx.x; y < nw; y += ZF_THREADS) sw[y] = 0u;
+        __syncthreads();
+        if (lsum != 0ull) {{
+          // Each step takes up to 16 bytes of a token (read as four words at its byte
+          // alignment, masked to its length) and shifts them after the `nb` pending bits.
+          const u32 a0 = (u32)(g - gb) + (u32)p0, wf = a0 >> 2;
+          const u32* const dw = (const u32*)zf_sdict;
+          u32 wi = wf, nb = (a0 & 3u) * 8u, pend = 0u, first = 0u;
+#pragma unroll
+          for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
+            u32 src = zf_dsh{d} + so[j], rem = sl[j];
+            while (rem != 0u) {{
+              // Bits past the token are cleared from the pending word only: every word
+              // stored whole holds the run's bytes alone.
+              const u32 take = min(rem, 16u), wa = src >> 2, sh = (src & 3u) * 8u;
+              const u32 d0 = dw[wa], d1 = dw[wa + 1u], d2 = dw[wa + 2u], d3 = dw[wa + 3u], d4 = dw[wa + 4u];
+              const u32 t0 = __funnelshift_r(d0, d1, sh), t1 = __funnelshift_r(d1, d2, sh);
+              const u32 t2 = __funnelshift_r(d2, d3, sh), t3 = __funnelshift_r(d3, d4, sh);
+              const u32 o0 = pend | (t0 << nb), o1 = __funnelshift_l(t0, t1, nb);
+              const u32 o2 = __funnelshift_l(t1, t2, nb), o3 = __funnelshift_l(t2, t3, nb);
+              const u32 o4 = __funnelshift_l(t3, 0u, nb);
+              const u32 bits = nb + take * 8u, full = bits >> 5;
+              // The run's first word is shared with the run before: it is or-ed in last.
+              if (full > 0u) {{
+                if (wi == wf) first = o0; else sw[wi] = o0;
+              }}
+              if (full > 1u) sw[wi + 1u] = o1;
+              if (full > 2u) sw[wi + 2u] = o2;
+              if (full > 3u) sw[wi + 3u] = o3;
+              nb = bits & 31u;
+              pend = (full == 0u ? o0 : full == 1u ? o1 : full == 2u ? o2 : full == 3u ? o3 : o4)
+                  & __funnelshift_lc(0xffffffffu, 0u, nb);
+              wi += full;
+              src += take;
+              rem -= take;
+            }}
+          }}
+          if (wi != wf) atomicOr(sw + wf, first);
+          if (nb != 0u) atomicOr(sw + wi, pend);
+        }}
+        __syncthreads();
+        const u64 g1 = g + ttot, v0 = (g + 3u) & ~3ull, v1 = g1 & ~3ull;
+        if (v0 > v1) {{
+          if (threadIdx.x < ttot) out[g + threadIdx.x] = zf_stage[g - gb + threadIdx.x];
+        }} else {{
+          if (threadIdx.x < v0 - g) out[g + threadIdx.x] = zf_stage[g - gb + threadIdx.x];
+          if (threadIdx.x < g1 - v1) out[v1 + threadIdx.x] = zf_stage[v1 - gb + threadIdx.x];
+          u32* gw = (u32*)(out + v0);
+          for (u32 y = threadIdx.x; y < (u32)((v1 - v0) / 4u); y += ZF_THREADS) gw[y] = sw[(v0 - gb) / 4u + y];
+        }}
+        __syncthreads();
+      }} else {{
+      // Otherwise byte by byte, in windows of the stage, each at the output's alignment.
+      for (u32 w0 = 0u; w0 < (u32)ttot; w0 += ZF_STR_STAGE - 4u) {{
+        const u32 wl = min((u32)ttot - w0, ZF_STR_STAGE - 4u);
+        const u64 g0 = g + w0, g1 = g0 + wl;
+        u8* const st = zf_stage + ((u32)g0 & 3u);
+        u32 q = (u32)p0;
+        if (zf_sb{d}) {{
+#pragma unroll
+          {smem}
+        }} else {{
+#pragma unroll
+          {global}
+        }}
+        __syncthreads();
+        // Stage index = output address - (g0 rounded down to a word).
+        const u64 v0 = (g0 + 3u) & ~3ull, v1 = g1 & ~3ull, gb0 = g0 & ~3ull;
+        if (v0 > v1) {{
+          if (threadIdx.x < wl) out[g0 + threadIdx.x] = zf_stage[g0 - gb0 + threadIdx.x];
+        }} else {{
+          if (threadIdx.x < v0 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb0 + threadIdx.x];
+          if (threadIdx.x < g1 - v1) out[v1 + threadIdx.x] = zf_stage[v1 - gb0 + threadIdx.x];
+          const u32* sw = (const u32*)zf_stage + (v0 - gb0) / 4u;
+          u32* gw = (u32*)(out + v0);
+          for (u32 y = threadIdx.x; y < (u32)((v1 - v0) / 4u); y += ZF_THREADS) gw[y] = sw[y];
+        }}
+        __syncthreads();
+      }}
+      }}
+"#,
+                        smem = window(&format!("zf_sdict[zf_dsh{d} + so[j] + (x - q)]")),
+                        global = window(&format!("zf_n{bytes}(e, so[j] + (x - q))")),
+                    ),
+                )
+            }
+            None => {
+                let bytes = ch(1);
+                (
+                    "sl[j] = zf_scode[threadIdx.x * ZF_TOK_ITEMS + j];".to_string(),
+                    format!(
+                        r#"      // Plain strings: the tile's bytes are the bytes child's, in place.
+      for (u32 x = threadIdx.x; x < (u32)ttot; x += ZF_THREADS) out[at + B0 + bc + x] = zf_n{bytes}(e, B0 + bc + x);
+"#
+                    ),
+                )
+            }
+        };
+        self.expand.push_str(&format!(
+            r#"  {{ // node {k}: {name} (byte strings): the offsets and bytes of one segment's rows
     const u32 n = len;
     const u64 at = e.prm[{at}];
     const u32 claimed = (u32)e.prm[{claimed}];
     // Offsets: 8 or 4 bytes each, or none (only the bytes are wanted).
     const u32 ow = (u32)e.prm[{ow}];
-{words_head}    u32 carry = 0u;
-    for (u32 r0 = 0u; r0 < n; r0 += ZF_THREADS * ZF_STR_ITEMS) {{
-      const u32 rb = r0 + threadIdx.x * ZF_STR_ITEMS;
-      u32 l[ZF_STR_ITEMS];
-{find}      u32 lsum = 0u;
+    {ntok}
+    const u32* const tab = (const u32*)(e.scratch + e.prm[{tab}]);
+    const u32 r0 = seg * ZF_SEG_ROWS, r1 = min(r0 + ZF_SEG_ROWS, n);
+    const u32 T0 = tab[2u * seg], B0 = tab[2u * seg + 1u];
+    const u32 T1 = tab[2u * seg + 2u], B1 = tab[2u * seg + 3u];
+    // Each thread's ZF_ROW_ITEMS consecutive rows and their first tokens.
+    const u32 rb = r0 + threadIdx.x * ZF_ROW_ITEMS;
+    u32 rt[ZF_ROW_ITEMS];
+{rows}    // Uniform: the segment's tokens and bytes lie within the chunk's and agree with its rows.
+    if (!(T0 <= T1 && T1 <= ntok && B0 <= B1 && B1 <= claimed && ctot == (u64)(T1 - T0) && {check})) {{
+      if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
+      return;
+    }}
 #pragma unroll
-      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) lsum += l[i];
-      u32 tot;
-      const u32 s0 = carry + zf_scan_excl<u32>(lsum, &tot);
-      // Uniform: the tile's bytes fit the chunk's region (else the chunk is corrupt).
-      const bool fits = {check} && (u64)carry + tot <= (u64)claimed && tot >= lsum;
-      const u64 g0 = at + carry;
-      const u32 shift = (u32)g0 & 3u;
-      const bool staged = fits && tot + shift <= ZF_STR_STAGE;
-      u32 s = s0;
+    for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) rt[i] += (u32)cb;
+    const u32 tseg = T1 - T0, bseg = B1 - B0;
+    u32 bc = 0u;
+    bool good = true;
+    for (u32 tt = 0u; tt < tseg; tt += ZF_TILE_TOK) {{
+      // ZF_TOK_ITEMS consecutive tokens per thread: its bytes are one run.
+      {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), zf_scode);
+      __syncthreads();
+      const u32 tb = tt + threadIdx.x * ZF_TOK_ITEMS;
+      u32 so[ZF_TOK_ITEMS], sl[ZF_TOK_ITEMS];
+      u64 lsum = 0ull;
 #pragma unroll
-      for (u32 i = 0u; i < ZF_STR_ITEMS; ++i) {{
-        const u32 r = rb + i;
-        if (r < n) {{
-          if (ow == 8u) ((u64*)o)[r] = at + s;
-          else if (ow == 4u) ((u32*)o)[r] = (u32)(at + s);
+      for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
+        so[j] = 0u;
+        sl[j] = 0u;
+        if (tb + j < tseg) {{
+          {token}
         }}
-        if (fits && l[i] != 0u) {{
-          u8* dst = staged ? zf_stage + shift + (s - carry) : out + at + s;
-          {copy}
-        }}
-        s += l[i];
+        lsum += sl[j];
       }}
-      if (staged) {{
-        // Stage index = output address - (g0 rounded down to a word).
-        __syncthreads();
-        const u64 g1 = g0 + tot, w0 = (g0 + 3u) & ~3ull, w1 = g1 & ~3ull;
-        if (w0 > w1) {{
-          if (threadIdx.x < tot) out[g0 + threadIdx.x] = zf_stage[shift + threadIdx.x];
-        }} else {{
-          if (threadIdx.x < w0 - g0) out[g0 + threadIdx.x] = zf_stage[shift + threadIdx.x];
-          if (threadIdx.x < g1 - w1) out[w1 + threadIdx.x] = zf_stage[w1 - (g0 & ~3ull) + threadIdx.x];
-          const u32* sw = (const u32*)zf_stage + (w0 - (g0 & ~3ull)) / 4u;
-          u32* gw = (u32*)(out + w0);
-          for (u32 q = threadIdx.x; q < (u32)((w1 - w0) / 4u); q += ZF_THREADS) gw[q] = sw[q];
+      // Token lengths below 2^20 (a dictionary of fewer bytes) add up in 32 bits.
+      u64 ttot, p0;
+      if ({small}) {{
+        u32 t32;
+        p0 = zf_scan_excl<u32>((u32)lsum, &t32);
+        ttot = t32;
+      }} else {{
+        p0 = zf_scan_excl<u64>(lsum, &ttot);
+      }}
+      // Uniform: the tile's bytes fit the segment's (else the chunk is corrupt).
+      if ((u64)bc + ttot > (u64)bseg) {{
+        good = false;
+        break;
+      }}
+      if (ow != 0u) {{
+        u32 p = bc + (u32)p0;
+#pragma unroll
+        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
+          zf_stp[threadIdx.x * ZF_TOK_ITEMS + j] = p;
+          p += sl[j];
         }}
       }}
-      if (!fits && threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
-      carry += tot;
-{words_tail}    }}
-{words_end}    if (threadIdx.x == 0u) {{
-      if (carry != claimed) atomicOr(e.err, ZF_ERR_STR);
+{copy}      __syncthreads();
+      // Rows whose first token is in this tile.
+      if (ow != 0u) {{
+#pragma unroll
+        for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {{
+          if (rb + i < r1 && rt[i] >= tt && rt[i] - tt < ZF_TILE_TOK) {{
+            const u64 v = at + B0 + zf_stp[rt[i] - tt];
+            if (ow == 8u) ((u64*)o)[rb + i] = v; else ((u32*)o)[rb + i] = (u32)v;
+          }}
+        }}
+      }}
+      __syncthreads();
+      bc += (u32)ttot;
+    }}
+    if (!good || bc != bseg) {{
+      if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
+    }} else if (ow != 0u) {{
+      // Rows after the last token (empty strings).
+#pragma unroll
+      for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {{
+        if (rb + i < r1 && rt[i] == tseg) {{
+          if (ow == 8u) ((u64*)o)[rb + i] = at + B1; else ((u32*)o)[rb + i] = (u32)(at + B1);
+        }}
+      }}
+    }}
+    if (r1 == n && threadIdx.x == 0u) {{
       if (ow == 8u) ((u64*)o)[n] = at + claimed;
       else if (ow == 4u) ((u32*)o)[n] = (u32)(at + claimed);
     }}
@@ -449,6 +722,11 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             at = b + 1,
             claimed = b + 2,
             ow = b + 3,
+            tab = b + 4,
+            small = match d {
+                Some(d) => format!("zf_nb{d} < (1u << 20)"),
+                None => "false".to_string(),
+            },
         ));
         Ok(())
     }
