@@ -1458,7 +1458,7 @@ mod tests {
             // Bit-packed codes are staged lane by lane; bytes are assembled a word at a time.
             (
                 "strdict(codes: bitpack)",
-                "if (p < cnt) dst[p] = (u32)(win >> sh) & mask;",
+                "if (p < cnt) f(p, (u32)(win >> sh) & mask);",
             ),
             ("strdict(codes: bitpack)", "__funnelshift_l(t0, t1, nb)"),
             (
@@ -1471,7 +1471,7 @@ mod tests {
             ),
             (
                 "words(codes: ans, counts: ans)",
-                "dst[i] = (u32)zf_n6(e, first + i);",
+                "f(i, (u32)zf_n6(e, first + i));",
             ),
         ];
         for (plan, needle) in cases {

@@ -42,6 +42,10 @@ pub const TILE_TOKENS: u32 = 2048;
 pub const DICT_OFFSETS: u32 = 4096;
 /// Bytes of a `words` dictionary kept in shared memory (a `strdict`'s: a quarter).
 pub const DICT_BYTES: u32 = 24 * 1024;
+/// Codes of a `words` segment staged in shared memory at once, with the dictionary and the
+/// counts (a `strdict` or `plain` segment stages its [`SEGMENT_ROWS`] codes or lengths); a
+/// segment with more tokens stages them a tile at a time.
+pub const SEGMENT_TOKENS: u32 = 10240;
 /// Bytes of a tile's strings assembled in shared memory before they are stored (a tile
 /// with more takes several passes).
 pub const STAGE_BYTES: u32 = 16 * 1024;
@@ -94,15 +98,16 @@ impl Gen<'_> {
         if self.dyn_smem != 0 {
             return;
         }
-        let (offs, dict) = match self.nodes[0].op {
-            Op::Words => (DICT_OFFSETS, DICT_BYTES),
-            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4),
-            _ => (4, 0),
+        // A `strdict` or `plain` segment has one token per row.
+        let (offs, dict, seg_tok) = match self.nodes[0].op {
+            Op::Words => (DICT_OFFSETS, DICT_BYTES, SEGMENT_TOKENS),
+            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4, SEGMENT_ROWS),
+            _ => (4, 0, SEGMENT_ROWS),
         };
-        self.dyn_smem = (offs + 2 * TILE_TOKENS) * 4;
+        self.dyn_smem = offs * 4;
         // The dictionary's bytes come last, with slack: the expansion reads 20 bytes at a time
         // from any entry.
-        self.expand_smem = (offs + 2 * TILE_TOKENS) * 4 + STAGE_BYTES + dict + 32;
+        self.expand_smem = (offs + TILE_TOKENS + seg_tok) * 4 + STAGE_BYTES + dict + 32;
         let items = TILE_TOKENS / super::STRING_THREADS;
         let rows = SEGMENT_ROWS / super::STRING_THREADS;
         self.src.push_str(&format!(
@@ -112,19 +117,21 @@ impl Gen<'_> {
 #define ZF_STR_STAGE {STAGE_BYTES}u
 #define ZF_SEG_ROWS {SEGMENT_ROWS}u
 #define ZF_TILE_TOK {TILE_TOKENS}u
+#define ZF_SEG_TOK {seg_tok}u
 // Consecutive tokens per thread in a tile, consecutive rows per thread in a segment.
 #define ZF_TOK_ITEMS {items}u
 #define ZF_ROW_ITEMS {rows}u
-#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_ROWS > ZF_TILE_TOK
+#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_ROWS > ZF_TILE_TOK || ZF_SEG_TOK < ZF_TILE_TOK
 #error "string tiles and segments must be whole multiples of the block"
 #endif
-// Dynamic shared memory: dictionary offsets, a tile's token positions (a segment's counts
-// before), a tile's codes, the tile's staged bytes, dictionary bytes.
+// Dynamic shared memory: dictionary offsets (the first kernel uses only these), a tile's
+// token positions (a segment's counts before), a segment's codes (or a tile's), the tile's
+// staged bytes, dictionary bytes.
 extern __shared__ __align__(16) u8 zf_dyn[];
 #define zf_soff ((u32*)zf_dyn)
 #define zf_stp ((u32*)zf_dyn + ZF_STR_OFFS)
 #define zf_scode ((u32*)zf_dyn + ZF_STR_OFFS + ZF_TILE_TOK)
-#define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + 2u * ZF_TILE_TOK))
+#define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + ZF_TILE_TOK + ZF_SEG_TOK))
 #define zf_sdict (zf_stage + ZF_STR_STAGE)
 "#
         ));
@@ -326,20 +333,21 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 #define zf_off{k}(i) (zf_m{k} < ZF_STR_OFFS ? zf_soff[(i)] : zf_goff{k}[(i)])
   const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
   if (zf_m{k} < ZF_STR_OFFS) for (u32 i = threadIdx.x; i <= zf_m{k}; i += ZF_THREADS) zf_soff[i] = zf_goff{k}[i];
-{copy}  __syncthreads();
-  const bool zf_dok{k} = zf_doff{k}[zf_m{k}] == zf_nb{k};
+{copy}  // Read after the root's first barrier.
+#define zf_dok{k} (zf_doff{k}[zf_m{k}] == zf_nb{k})
 "#,
             copy = copy,
         ));
         Ok(())
     }
 
-    /// Emits `zf_v<k>(e, first, cnt, dst)` once: all threads of the block write values
-    /// `[first, first + cnt)` of `u32` node `k` to `dst[0..cnt)` in shared memory. A
-    /// bit-packed node is read lane by lane as FastLanes lays it out (each thread walks four
-    /// rows of one lane, so a warp's loads are consecutive words); others value by value.
+    /// Emits `zf_each<k>(e, first, cnt, f)` once: the threads of the block call `f(i, v)`
+    /// for every value `v` at position `first + i` of `u32` node `k`, `i < cnt`, each once,
+    /// in no particular order (all threads must call it). A bit-packed node is read lane by
+    /// lane as FastLanes lays it out (each thread walks eight rows of one lane, so a warp's
+    /// loads are consecutive words); others value by value.
     fn stage_values(&mut self, k: usize) -> String {
-        let name = format!("zf_v{k}");
+        let name = format!("zf_each{k}");
         if self.staged.contains(&k) {
             return name;
         }
@@ -360,7 +368,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     if (base + 896u < first || base >= first + cnt) continue;
     if (W == 0u) {{
 #pragma unroll
-      for (u32 s = 0u; s < 8u; ++s) if (base + 128u * s - first < cnt) dst[base + 128u * s - first] = 0u;
+      for (u32 s = 0u; s < 8u; ++s) if (base + 128u * s - first < cnt) f(base + 128u * s - first, 0u);
       continue;
     }}
     const u32* lw = w + (u64)v * (32u * W) + lane;
@@ -371,7 +379,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 #pragma unroll
     for (u32 s = 0u; s < 8u; ++s) {{
       const u32 p = base + 128u * s - first;
-      if (p < cnt) dst[p] = (u32)(win >> sh) & mask;
+      if (p < cnt) f(p, (u32)(win >> sh) & mask);
       sh += W;
       if (sh >= 32u) {{
         sh -= 32u;
@@ -386,11 +394,11 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             )
         } else {
             format!(
-                "  for (u32 i = threadIdx.x; i < cnt; i += ZF_THREADS) dst[i] = (u32)zf_n{k}(e, first + i);\n"
+                "  for (u32 i = threadIdx.x; i < cnt; i += ZF_THREADS) f(i, (u32)zf_n{k}(e, first + i));\n"
             )
         };
         self.src.push_str(&format!(
-            "\n// node {k}: values [first, first + cnt) to shared memory (all threads of the block)\n__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, u32* __restrict__ dst) {{\n{body}}}\n"
+            "\n// node {k}: f(i, value first + i) for i < cnt (all threads of the block)\ntemplate <typename F>\n__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, F f) {{\n{body}}}\n"
         ));
         name
     }
@@ -408,8 +416,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         } else {
             "const u32 ntok = n;".to_string()
         };
-        // Per token: the codes (words, strdict) or lengths (plain) child, staged a tile at a
-        // time in `zf_scode`; a `words` root's counts, a segment at a time in `zf_stp`.
+        // Per token: the codes (words, strdict) or lengths (plain) child; a `words` root's
+        // counts per row.
         let vals = self.stage_values(ch(0));
         let counts = if words {
             Some(self.stage_values(ch(2)))
@@ -424,20 +432,18 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         };
         let sum_len = match d {
             Some(d) => format!(
-                "const u32 c = zf_scode[i];\n          if (c < zf_m{d}) b += zf_off{d}(c + 1u) - zf_off{d}(c); else atomicOr(e.err, ZF_ERR_DICT);"
+                "if (c < zf_m{d}) b += zf_off{d}(c + 1u) - zf_off{d}(c); else atomicOr(e.err, ZF_ERR_DICT);"
             ),
-            None => "b += zf_scode[i];".to_string(),
+            None => "b += c;".to_string(),
         };
         // The first kernel: `ct` tokens of the segment's rows [r0, r1), then `b` (per thread)
-        // bytes of its tokens, which start at `tc`.
+        // bytes of its tokens, which start at `tc`; values are summed as they are decoded.
         let seg_tokens = match &counts {
             Some(cv) => format!(
-                r#"      {cv}(e, r0, r1 - r0, zf_stp);
-      __syncthreads();
-      u64 c = 0ull;
-      for (u32 i = threadIdx.x; i < r1 - r0; i += ZF_THREADS) c += zf_stp[i];
+                r#"      u64 cs = 0ull;
+      {cv}(e, r0, r1 - r0, [&](u32, u32 v) {{ cs += v; }});
       u64 ct;
-      zf_scan_excl<u64>(c, &ct);
+      zf_scan_excl<u64>(cs, &ct);
 "#
             ),
             None => "      const u64 ct = r1 - r0;\n".to_string(),
@@ -459,15 +465,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       }}
 {seg_tokens}      const u64 tz = min(tc + ct, (u64)ntok);
       u64 b = 0ull;
-      for (u64 t0 = min(tc, (u64)ntok); t0 < tz; t0 += ZF_TILE_TOK) {{
-        const u32 tn = (u32)min((u64)ZF_TILE_TOK, tz - t0);
-        {vals}(e, (u32)t0, tn, zf_scode);
-        __syncthreads();
-        for (u32 i = threadIdx.x; i < tn; i += ZF_THREADS) {{
-          {sum_len}
-        }}
-        __syncthreads();
-      }}
+      const u32 ta = (u32)min(tc, (u64)ntok);
+      {vals}(e, ta, (u32)tz - ta, [&](u32, u32 c) {{ {sum_len} }});
       u64 bt;
       zf_scan_excl<u64>(b, &bt);
       tc += ct;
@@ -488,10 +487,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         // The expansion: each row's first token (relative to the segment's), and per token
         // `so[j]`, `sl[j]` (source offset and length), then the copy of a tile's bytes.
         let rows = match &counts {
-            Some(cv) => format!(
-                r#"    {cv}(e, r0, r1 - r0, zf_stp);
-    __syncthreads();
-    u64 csum = 0ull;
+            Some(_) => format!(
+                r#"    u64 csum = 0ull;
 #pragma unroll
     for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {{
       rt[i] = (u32)csum;
@@ -517,7 +514,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 };
                 (
                     format!(
-                        "const u32 c = zf_scode[threadIdx.x * ZF_TOK_ITEMS + j];\n          if (c < zf_m{d}) {{\n            so[j] = zf_off{d}(c);\n            sl[j] = zf_off{d}(c + 1u) - so[j];\n          }} else {{\n            atomicOr(e.err, ZF_ERR_DICT);\n          }}"
+                        "const u32 c = codes[threadIdx.x * ZF_TOK_ITEMS + j];\n          if (c < zf_m{d}) {{\n            so[j] = zf_off{d}(c);\n            sl[j] = zf_off{d}(c + 1u) - so[j];\n          }} else {{\n            atomicOr(e.err, ZF_ERR_DICT);\n          }}"
                     ),
                     format!(
                         r#"      const u64 g = at + B0 + bc, gb = g & ~3ull;
@@ -615,7 +612,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             None => {
                 let bytes = ch(1);
                 (
-                    "sl[j] = zf_scode[threadIdx.x * ZF_TOK_ITEMS + j];".to_string(),
+                    "sl[j] = codes[threadIdx.x * ZF_TOK_ITEMS + j];".to_string(),
                     format!(
                         r#"      // Plain strings: the tile's bytes are the bytes child's, in place.
       for (u32 x = threadIdx.x; x < (u32)ttot; x += ZF_THREADS) out[at + B0 + bc + x] = zf_n{bytes}(e, B0 + bc + x);
@@ -636,6 +633,11 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     const u32 r0 = seg * ZF_SEG_ROWS, r1 = min(r0 + ZF_SEG_ROWS, n);
     const u32 T0 = tab[2u * seg], B0 = tab[2u * seg + 1u];
     const u32 T1 = tab[2u * seg + 2u], B1 = tab[2u * seg + 3u];
+    // One barrier for all that is staged up front: the dictionary, the rows' counts and,
+    // when they fit, the segment's codes.
+    const bool seg_codes = T0 <= T1 && T1 <= ntok && T1 - T0 <= ZF_SEG_TOK;
+{stage_counts}    if (seg_codes) {vals}(e, T0, T1 - T0, [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
+    __syncthreads();
     // Each thread's ZF_ROW_ITEMS consecutive rows and their first tokens.
     const u32 rb = r0 + threadIdx.x * ZF_ROW_ITEMS;
     u32 rt[ZF_ROW_ITEMS];
@@ -650,9 +652,12 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     u32 bc = 0u;
     bool good = true;
     for (u32 tt = 0u; tt < tseg; tt += ZF_TILE_TOK) {{
+      if (!seg_codes) {{
+        {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
+        __syncthreads();
+      }}
+      const u32* const codes = zf_scode + (seg_codes ? tt : 0u);
       // ZF_TOK_ITEMS consecutive tokens per thread: its bytes are one run.
-      {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), zf_scode);
-      __syncthreads();
       const u32 tb = tt + threadIdx.x * ZF_TOK_ITEMS;
       u32 so[ZF_TOK_ITEMS], sl[ZF_TOK_ITEMS];
       u64 lsum = 0ull;
@@ -723,6 +728,12 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             claimed = b + 2,
             ow = b + 3,
             tab = b + 4,
+            stage_counts = match &counts {
+                Some(cv) => format!(
+                    "    {cv}(e, r0, r1 - r0, [&](u32 i, u32 v) {{ zf_stp[i] = v; }});\n"
+                ),
+                None => String::new(),
+            },
             small = match d {
                 Some(d) => format!("zf_nb{d} < (1u << 20)"),
                 None => "false".to_string(),
