@@ -517,7 +517,7 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
         );
         g.src.push_str(&first);
         g.src.push_str(&second);
-        let (dyn_smem, expand_smem) = (g.dyn_smem, g.expand_smem);
+        let (dyn_smem, expand_smem, segment_rows) = (g.dyn_smem, g.expand_smem, g.segment_rows());
         return Ok(Kernel {
             source: g.src,
             kind,
@@ -527,7 +527,7 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
             out: shape.ptype,
             threads: STRING_THREADS,
             dyn_smem,
-            segment_rows: strings::SEGMENT_ROWS,
+            segment_rows,
             expand_smem,
         });
     }
@@ -1477,7 +1477,12 @@ mod tests {
         for (plan, needle) in cases {
             let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
             assert_eq!(k.kind, KernelKind::Chunk, "{plan}");
-            assert_eq!(k.segment_rows, strings::SEGMENT_ROWS, "{plan}");
+            let rows = if plan.starts_with("words") {
+                strings::SEGMENT_ROWS
+            } else {
+                strings::SEGMENT_ROWS_STRINGS
+            };
+            assert_eq!(k.segment_rows, rows, "{plan}");
             assert!(k.expand_smem >= strings::STAGE_BYTES, "{plan}");
             let (first, second) = k
                 .source
@@ -1489,9 +1494,14 @@ mod tests {
                 first.contains("tab[2u * s + 1u] = (u32)min(bc, (u64)claimed);"),
                 "{plan}"
             );
+            let offsets = if plan.starts_with("words") {
+                "((u32*)o)[rb + i] = (u32)v;"
+            } else {
+                "((u32*)o)[r0 + tt + x] = (u32)v;"
+            };
             for n in [
                 "const u32 T1 = tab[2u * seg + 2u], B1 = tab[2u * seg + 3u];",
-                "((u32*)o)[rb + i] = (u32)v;",
+                offsets,
             ] {
                 assert!(second.contains(n), "{plan}: no `{n}` in\n{second}");
             }

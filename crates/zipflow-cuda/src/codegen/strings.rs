@@ -32,8 +32,11 @@ use zipflow_core::{PType, Result};
 
 /// Name of the generated kernel that expands a byte-string column's segments.
 pub const EXPAND_NAME: &str = "zf_expand";
-/// Rows of a chunk each expansion block takes.
+/// Rows of a chunk each expansion block of a `words` root takes.
 pub const SEGMENT_ROWS: u32 = 2048;
+/// Rows of a chunk each expansion block of a `strdict` or `plain` root takes (one token
+/// per row, so more rows amortise a block's dictionary).
+pub const SEGMENT_ROWS_STRINGS: u32 = 8192;
 /// Tokens (rows, for `strdict` and `plain`) of one tile of an expansion block: four per
 /// thread.
 pub const TILE_TOKENS: u32 = 2048;
@@ -91,6 +94,15 @@ __device__ __forceinline__ void zf_ans_renorm(u32& x, bool act, u32& pos, const 
 "#;
 
 impl Gen<'_> {
+    /// Rows per expansion block of this byte-string shape.
+    pub(super) fn segment_rows(&self) -> u32 {
+        if self.nodes[0].op == Op::Words {
+            SEGMENT_ROWS
+        } else {
+            SEGMENT_ROWS_STRINGS
+        }
+    }
+
     /// Declares the dynamic shared memory of string kernels once: the dictionary's entry
     /// offsets (both kernels), then for the expansion the tile's token positions, its staged
     /// bytes and the dictionary's bytes.
@@ -101,28 +113,34 @@ impl Gen<'_> {
         // A `strdict` or `plain` segment has one token per row.
         let (offs, dict, seg_tok) = match self.nodes[0].op {
             Op::Words => (DICT_OFFSETS, DICT_BYTES, SEGMENT_TOKENS),
-            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4, SEGMENT_ROWS),
-            _ => (4, 0, SEGMENT_ROWS),
+            Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4, SEGMENT_ROWS_STRINGS),
+            _ => (4, 0, SEGMENT_ROWS_STRINGS),
         };
+        let seg_rows = self.segment_rows();
+        let words = u32::from(self.nodes[0].op == Op::Words);
         self.dyn_smem = offs * 4;
         // The dictionary's bytes come last, with slack: the expansion reads 20 bytes at a time
         // from any entry.
         self.expand_smem = (offs + TILE_TOKENS + seg_tok) * 4 + STAGE_BYTES + dict + 32;
         let items = TILE_TOKENS / super::STRING_THREADS;
-        let rows = SEGMENT_ROWS / super::STRING_THREADS;
+        let rows = seg_rows / super::STRING_THREADS;
         self.src.push_str(&format!(
             r#"
 #define ZF_STR_OFFS {offs}u
 #define ZF_STR_DICT {dict}u
 #define ZF_STR_STAGE {STAGE_BYTES}u
-#define ZF_SEG_ROWS {SEGMENT_ROWS}u
+#define ZF_SEG_ROWS {seg_rows}u
 #define ZF_TILE_TOK {TILE_TOKENS}u
 #define ZF_SEG_TOK {seg_tok}u
 // Consecutive tokens per thread in a tile, consecutive rows per thread in a segment.
 #define ZF_TOK_ITEMS {items}u
 #define ZF_ROW_ITEMS {rows}u
-#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_ROWS > ZF_TILE_TOK || ZF_SEG_TOK < ZF_TILE_TOK
+#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK
 #error "string tiles and segments must be whole multiples of the block"
+#endif
+// A `words` segment's counts go where a tile's token positions go later.
+#if {words} && ZF_SEG_ROWS > ZF_TILE_TOK
+#error "a words segment's counts must fit a tile's token positions"
 #endif
 // Dynamic shared memory: dictionary offsets (the first kernel uses only these), a tile's
 // token positions (a segment's counts before), a segment's codes (or a tile's), the tile's
@@ -693,17 +711,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         }}
       }}
 {copy}      __syncthreads();
-      // Rows whose first token is in this tile.
-      if (ow != 0u) {{
-#pragma unroll
-        for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {{
-          if (rb + i < r1 && rt[i] >= tt && rt[i] - tt < ZF_TILE_TOK) {{
-            const u64 v = at + B0 + zf_stp[rt[i] - tt];
-            if (ow == 8u) ((u64*)o)[rb + i] = v; else ((u32*)o)[rb + i] = (u32)v;
-          }}
-        }}
-      }}
-      __syncthreads();
+{offsets}      __syncthreads();
       bc += (u32)ttot;
     }}
     if (!good || bc != bseg) {{
@@ -728,6 +736,29 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             claimed = b + 2,
             ow = b + 3,
             tab = b + 4,
+            offsets = if words {
+                r#"      // Rows whose first token is in this tile.
+      if (ow != 0u) {
+#pragma unroll
+        for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
+          if (rb + i < r1 && rt[i] >= tt && rt[i] - tt < ZF_TILE_TOK) {
+            const u64 v = at + B0 + zf_stp[rt[i] - tt];
+            if (ow == 8u) ((u64*)o)[rb + i] = v; else ((u32*)o)[rb + i] = (u32)v;
+          }
+        }
+      }
+"#
+            } else {
+                r#"      // One token per row: the tile's rows, stored in order.
+      if (ow != 0u) {
+        const u32 tn = min(ZF_TILE_TOK, tseg - tt);
+        for (u32 x = threadIdx.x; x < tn; x += ZF_THREADS) {
+          const u64 v = at + B0 + zf_stp[x];
+          if (ow == 8u) ((u64*)o)[r0 + tt + x] = v; else ((u32*)o)[r0 + tt + x] = (u32)v;
+        }
+      }
+"#
+            },
             stage_counts = match &counts {
                 Some(cv) => format!(
                     "    {cv}(e, r0, r1 - r0, [&](u32 i, u32 v) {{ zf_stp[i] = v; }});\n"
