@@ -504,23 +504,21 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 
         // The expansion: each row's first token (relative to the segment's), and per token
         // `so[j]`, `sl[j]` (source offset and length), then the copy of a tile's bytes.
-        let rows = match &counts {
-            Some(_) => format!(
-                r#"    u64 csum = 0ull;
+        let rows = if counts.is_some() {
+            r#"    u64 csum = 0ull;
 #pragma unroll
-    for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {{
+    for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
       rt[i] = (u32)csum;
       csum += rb + i < r1 ? zf_stp[threadIdx.x * ZF_ROW_ITEMS + i] : 0u;
-    }}
+    }
     u64 ctot;
     const u64 cb = zf_scan_excl<u64>(csum, &ctot);
 "#
-            ),
-            None => r#"#pragma unroll
+        } else {
+            r#"#pragma unroll
     for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) rt[i] = i;
     const u64 ctot = r1 - r0, cb = threadIdx.x * ZF_ROW_ITEMS;
 "#
-            .to_string(),
         };
         let (token, copy) = match d {
             Some(d) => {
