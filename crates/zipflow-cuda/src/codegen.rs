@@ -50,8 +50,8 @@ pub const TILE_VECTORS: u32 = 4;
 /// Threads per block of chunk kernels (passed to NVRTC as `-DZF_THREADS`). Small blocks let
 /// several chunks share a multiprocessor, so one block's barriers do not idle it.
 pub const CHUNK_THREADS: u32 = 256;
-/// Threads per block of byte-string kernels: one block decodes a whole chunk of strings, so
-/// more warps per block keep more of its loads in flight.
+/// Threads per block of both byte-string kernels (the segment table, one block per chunk; the
+/// expansion, one block per segment, see [`strings`]).
 pub const STRING_THREADS: u32 = 512;
 /// Error bit: a dictionary code at or past the dictionary's end.
 pub const ERR_DICT: i32 = 1;

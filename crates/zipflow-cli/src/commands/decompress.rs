@@ -21,7 +21,8 @@ pub struct Args {
     /// No progress bar.
     #[arg(short, long)]
     pub quiet: bool,
-    /// Where numeric columns are decoded: `cpu`, or `gpu` (GPU 0; strings stay on the CPU).
+    /// Where columns are decoded: `cpu`, or `gpu` (GPU 0; columns whose plans the GPU does not
+    /// decode, such as `fsst`, and null masks stay on the CPU).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     pub device: Device,
 }
