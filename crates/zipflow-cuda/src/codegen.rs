@@ -1420,6 +1420,14 @@ mod tests {
     }
 
     #[test]
+    fn the_gpu_objective_names_only_primitives_the_gpu_decodes() {
+        for name in zipflow_select::GPU_PARALLEL {
+            let enc = zipflow_encodings::by_name(name).unwrap_or_else(|| panic!("{name}"));
+            assert!(Op::from_id(enc.id()).is_ok(), "{name}");
+        }
+    }
+
+    #[test]
     fn unknown_primitives_are_unsupported_by_name() {
         let e = Op::from_id(12).map(|_| ());
         let Err(Error::Unsupported { what, .. }) = e else {

@@ -22,7 +22,9 @@ pub mod dp;
 pub mod search;
 
 pub use cost::CostTable;
-pub use search::{Candidate, ColumnSelector, Objective, SelectOptions, Selection};
+pub use search::{
+    Candidate, ColumnSelector, GPU_PARALLEL, Objective, SelectOptions, Selection, gpu_parallel,
+};
 
 use zipflow_core::{Error, PType, Plan, Result, Values};
 use zipflow_encodings::{EncodedNode, encode, estimate};

@@ -60,6 +60,43 @@ pub enum Objective {
     /// The smallest plan whose estimated decode speed is at least this many GB/s of plain
     /// values; the fastest plan if none is.
     MinDecodeGbs(f64),
+    /// The smallest plan made only of primitives the GPU decoder runs in parallel
+    /// ([`GPU_PARALLEL`]): for files decoded on the GPU, where an `ans` block is a chain of
+    /// dependent steps and `fsst`, the character coders and `blockpack` do not run.
+    Gpu,
+}
+
+/// Primitives the GPU decoder (`zipflow-cuda`) decodes in parallel, which [`Objective::Gpu`]
+/// keeps to.
+pub const GPU_PARALLEL: &[&str] = &[
+    "plain",
+    "bitpack",
+    "for",
+    "zigzag",
+    "delta",
+    "rle",
+    "dict",
+    "constant",
+    "patch",
+    "float2int",
+    "strdict",
+    "words",
+];
+
+/// Whether every node of `plan`, default children included, is in [`GPU_PARALLEL`].
+pub fn gpu_parallel(plan: &Plan) -> bool {
+    if !GPU_PARALLEL.contains(&plan.name.as_str()) {
+        return false;
+    }
+    let Some(enc) = by_name(&plan.name) else {
+        return false;
+    };
+    enc.slots().iter().all(|slot| match plan.get(slot.name) {
+        Some(c) => gpu_parallel(c),
+        // A numeric `plain` has no children; a string one's defaults are plain forms.
+        None if plan.name == "plain" => true,
+        None => slot.default.parse::<Plan>().is_ok_and(|c| gpu_parallel(&c)),
+    })
 }
 
 impl std::fmt::Display for Objective {
@@ -69,6 +106,7 @@ impl std::fmt::Display for Objective {
             Objective::Balanced => f.write_str("balanced"),
             Objective::Fastest => f.write_str("fastest"),
             Objective::MinDecodeGbs(x) => write!(f, "min-decode-gbs {x}"),
+            Objective::Gpu => f.write_str("gpu"),
         }
     }
 }
@@ -80,8 +118,9 @@ impl std::str::FromStr for Objective {
             "smallest" => Ok(Objective::Smallest),
             "balanced" => Ok(Objective::Balanced),
             "fastest" => Ok(Objective::Fastest),
+            "gpu" => Ok(Objective::Gpu),
             _ => Err(zipflow_core::Error::invalid(format!(
-                "unknown objective `{s}` (known: smallest, balanced, fastest)"
+                "unknown objective `{s}` (known: smallest, balanced, fastest, gpu)"
             ))),
         }
     }
@@ -169,6 +208,11 @@ impl Selection {
                 .max_by(|a, b| a.decode_gbs.total_cmp(&b.decode_gbs));
             let why = match self.objective {
                 Objective::Smallest => "it is the smallest".to_string(),
+                Objective::Gpu => {
+                    "it is the smallest the GPU decodes in parallel (no `ans`, `fsst`, \
+                     character coders or `blockpack`)"
+                        .to_string()
+                }
                 Objective::MinDecodeGbs(x) if w.decode_gbs >= x => {
                     format!("it is the smallest that decodes at >= {x} GB/s")
                 }
@@ -517,7 +561,15 @@ impl<'a> Scorer<'a> {
         }
     }
 
+    /// Whether the objective lets plans use primitive `name`.
+    fn allows(&self, name: &str) -> bool {
+        self.options.objective != Objective::Gpu || GPU_PARALLEL.contains(&name)
+    }
+
     fn score(&mut self, plan: &Plan) -> Option<Candidate> {
+        if self.options.objective == Objective::Gpu && !gpu_parallel(plan) {
+            return None;
+        }
         let found = match self.seen.get(plan) {
             Some(found) => *found,
             None => {
@@ -722,7 +774,7 @@ pub fn select(values: &Values, text: bool, options: &SelectOptions) -> Selection
 /// (every one but [`Objective::MinDecodeGbs`], a bound rather than a sum).
 fn additive_key(objective: Objective) -> Option<(f64, f64)> {
     match objective {
-        Objective::Smallest => Some((1.0, 1e-9)),
+        Objective::Smallest | Objective::Gpu => Some((1.0, 1e-9)),
         Objective::Balanced => Some((1.0 / BALANCED_BYTES_PER_NS, 1.0)),
         Objective::Fastest => Some((1.0 / FASTEST_BYTES_PER_NS, 1.0)),
         Objective::MinDecodeGbs(_) => None,
@@ -816,6 +868,9 @@ fn forms(
         return out;
     }
     'form: for name in INT_INNER {
+        if !scorer.allows(name) {
+            continue;
+        }
         let Some(enc) = by_name(name) else { continue };
         let Some(Ok(split)) = zipflow_encodings::split(&Plan::new(*name), stream) else {
             continue;
@@ -847,6 +902,9 @@ fn weigh(s: &Sub, (per_byte, per_ns): (f64, f64)) -> f64 {
 
 /// Leaf `name` on `stream`, if it can encode it.
 fn leaf_sub(stream: &Values, shape: Shape, name: &str, scorer: &mut Scorer<'_>) -> Option<Sub> {
+    if !scorer.allows(name) {
+        return None;
+    }
     let plan = Plan::new(name);
     scorer.forms_scored += 1;
     let size = estimate(&plan, stream).ok()?;
@@ -1029,6 +1087,81 @@ mod tests {
         let s = select(&values, false, &SelectOptions::default());
         let best = s.best().unwrap_or_else(|| panic!("no plan"));
         assert_eq!(best.plan.name, "words", "{}", s.explain(6));
+    }
+
+    #[test]
+    fn gpu_objective_keeps_to_parallel_primitives() {
+        for (plan, ok) in [
+            ("bitpack", true),
+            ("for | bitpack", true),
+            ("delta | rle(values: bitpack, runs: bitpack)", true),
+            ("ans", false),
+            ("blockpack", false),
+            ("for | ans", false),
+            ("words(codes: bitpack, counts: bitpack)", true),
+            ("words(codes: ans, counts: bitpack)", false),
+            (
+                "strdict(codes: bitpack, dict: plain(lengths: bitpack, bytes: fsst))",
+                false,
+            ),
+            ("plain(lengths: bitpack, bytes: plain)", true),
+        ] {
+            let p: Plan = plan.parse().unwrap_or_else(|e| panic!("{plan}: {e}"));
+            assert_eq!(gpu_parallel(&p), ok, "{plan}");
+        }
+        // Skewed integers (where `ans` is smallest) and words over a small vocabulary: every
+        // plan the objective ranks is made of parallel primitives.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let skewed: Vec<u32> = (0..65_536)
+            .map(|_| (next() % 1000) as u32 * (next() % 1000) as u32 / 997 % 300)
+            .collect();
+        let mut b = zipflow_core::values::ByteStrings {
+            offsets: vec![0],
+            data: Vec::new(),
+        };
+        let vocab = [
+            "final ",
+            "deposits ",
+            "slyly ",
+            "ironic ",
+            "the ",
+            "carefully. ",
+        ];
+        for _ in 0..20_000 {
+            for _ in 0..(2 + next() % 6) {
+                b.data
+                    .extend_from_slice(vocab[(next() % vocab.len() as u64) as usize].as_bytes());
+            }
+            b.offsets.push(b.data.len() as u64);
+        }
+        let gpu = SelectOptions {
+            objective: Objective::Gpu,
+            ..SelectOptions::default()
+        };
+        for values in [Values::Int(IntVec::U32(skewed)), Values::Bytes(b)] {
+            let s = select(&values, false, &gpu);
+            assert!(s.best().is_some(), "no plan for {}", values.ptype());
+            for c in &s.ranked {
+                assert!(gpu_parallel(&c.plan), "{} ranked under gpu", c.plan);
+            }
+            let smallest = select(
+                &values,
+                false,
+                &SelectOptions {
+                    objective: Objective::Smallest,
+                    ..SelectOptions::default()
+                },
+            );
+            let (g, m) = (s.best().map(|c| c.size), smallest.best().map(|c| c.size));
+            assert!(g >= m, "gpu {g:?} smaller than smallest {m:?}");
+        }
+        assert_eq!("gpu".parse::<Objective>().ok(), Some(Objective::Gpu));
     }
 
     #[test]

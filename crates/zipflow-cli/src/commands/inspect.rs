@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long)]
     pub explain: bool,
     /// With --explain: the objective to explain (as `compress --objective`).
-    #[arg(long, default_value = "balanced", value_parser = ["smallest", "balanced", "fastest"])]
+    #[arg(long, default_value = "balanced", value_parser = ["smallest", "balanced", "fastest", "gpu"])]
     pub objective: String,
     /// With --explain: as `compress --min-decode-gbs`.
     #[arg(long, value_name = "GBS")]
