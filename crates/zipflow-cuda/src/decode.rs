@@ -420,16 +420,7 @@ impl<'g> ColumnDecoder<'g> {
         let stream = &gpu.streams[0];
         let mut groups = Vec::with_capacity(host.len());
         for g in host {
-            let function = gpu.function(&g.kernel, KERNEL_NAME)?;
-            // Static and dynamic shared memory together may pass the default 48 KiB.
-            if g.kernel.dyn_smem > 0 {
-                function
-                    .set_attribute(
-                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        g.kernel.dyn_smem as i32,
-                    )
-                    .map_err(cuda("allowing a kernel its shared memory"))?;
-            }
+            let function = load(gpu, &g.kernel, KERNEL_NAME, g.kernel.dyn_smem)?;
             let prm = stream
                 .clone_htod(&g.prm)
                 .map_err(cuda("uploading descriptors"))?;
@@ -437,14 +428,7 @@ impl<'g> ColumnDecoder<'g> {
                 .clone_htod(&g.work)
                 .map_err(cuda("uploading the work list"))?;
             let expand = if g.kernel.segment_rows > 0 {
-                let f = gpu.function(&g.kernel, EXPAND_NAME)?;
-                if g.kernel.expand_smem > 0 {
-                    f.set_attribute(
-                        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        g.kernel.expand_smem as i32,
-                    )
-                    .map_err(cuda("allowing a kernel its shared memory"))?;
-                }
+                let f = load(gpu, &g.kernel, EXPAND_NAME, g.kernel.expand_smem)?;
                 let w = stream
                     .clone_htod(&g.expand_work)
                     .map_err(cuda("uploading the work list"))?;
@@ -792,6 +776,20 @@ impl<'g> ColumnDecoder<'g> {
             buffer: self.output,
         }
     }
+}
+
+/// Function `name` of `kernel`'s module, allowed `smem` bytes of dynamic shared memory (static
+/// and dynamic together may pass the default 48 KiB).
+fn load(gpu: &Gpu, kernel: &Kernel, name: &str, smem: u32) -> Result<CudaFunction> {
+    let f = gpu.function(kernel, name)?;
+    if smem > 0 {
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .map_err(cuda("allowing a kernel its shared memory"))?;
+    }
+    Ok(f)
 }
 
 /// Fills one chunk's descriptor while checking its tree as the CPU decoders do.
