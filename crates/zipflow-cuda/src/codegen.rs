@@ -828,7 +828,7 @@ struct Gen<'a> {
     expand: String,
     /// Bytes of dynamic shared memory the expansion uses.
     expand_smem: u32,
-    /// Nodes whose `zf_v<k>` (values to shared memory) is emitted.
+    /// Nodes whose `zf_each<k>` (a visit of a range of values) is emitted.
     staged: Vec<usize>,
 }
 
