@@ -1060,8 +1060,14 @@ fn array_of(
             view_array(name, b, nulls, *dt == DataType::Utf8View, reuse)?
         }
         DataType::Dictionary(_, value_type) => {
+            // The cast builds fresh keys and values; the plain array's buffers go back to
+            // the pool for the next chunk.
             let plain = array_of(name, value_type, values, nulls, reuse)?;
-            cast_to(name, &plain, dt)?
+            let dict = cast_to(name, &plain, dt)?;
+            if let Reuse::Pool(pool) = reuse {
+                pool.recycle(plain);
+            }
+            dict
         }
         _ => return Err(unsupported_type(name, dt)),
     })

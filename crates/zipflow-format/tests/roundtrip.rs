@@ -370,9 +370,15 @@ fn pooled_reads_equal_fresh_reads_and_reuse_buffers() {
             seen.insert(ptr.map(|p| p as usize));
             pool.recycle(pooled);
         }
-        // Later chunks come back in earlier chunks' allocations.
+        // Later chunks come back in earlier chunks' allocations. Dictionary arrays are
+        // rebuilt by a cast into fresh buffers, so whether their addresses repeat is up to
+        // the allocator (and to the tests running beside this one).
         let ty = file.arrow_schema().field(c).data_type().clone();
-        if !matches!(ty, DataType::Boolean | DataType::Null) && file.num_chunks() > 3 {
+        let rebuilt = matches!(
+            ty,
+            DataType::Boolean | DataType::Null | DataType::Dictionary(..)
+        );
+        if !rebuilt && file.num_chunks() > 3 {
             assert!(
                 seen.len() < file.num_chunks(),
                 "column {c} ({ty}): no buffer reused"
