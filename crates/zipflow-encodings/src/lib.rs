@@ -20,6 +20,7 @@
 //! Families, one module each: [`bitpack`], [`blockpack`] (per-block widths and references),
 //! [`frame`] (frame of reference), [`zigzag`],
 //! [`delta`], [`rle`], [`dict`], [`constant`], [`patch`] (patched exceptions),
+//! [`hipatch`] (exceptions that keep their low bits, high bits and positions encoded),
 //! [`float2int`], [`ans`] (interleaved rANS entropy coder),
 //! [`plain`], [`strdict`] (string dictionary), [`fsst`], [`chardict`] (`chardict16`, the
 //! published character-dictionary coder), [`chartable`] (character tables trained per text).
@@ -35,6 +36,7 @@ pub mod dict;
 pub mod float2int;
 pub mod frame;
 pub mod fsst;
+pub mod hipatch;
 mod memo;
 pub mod node;
 pub mod patch;
@@ -152,6 +154,7 @@ static ENCODINGS: &[&dyn Encoding] = &[
     &fsst::Fsst,
     &words::Words,
     &blockpack::BlockPack,
+    &hipatch::HiPatch,
 ];
 
 /// All primitives.

@@ -35,6 +35,7 @@ const INT_CANDIDATES: &[&str] = &[
     "bitpack",
     "for | bitpack",
     "for | patch | bitpack",
+    "for | hipatch | bitpack",
     "dict(codes: bitpack, values: for | bitpack)",
     "rle(values: for | bitpack, runs: for | bitpack)",
     "delta | for | bitpack",

@@ -30,7 +30,7 @@
 
 use rustc_hash::FxHashMap;
 
-use zipflow_core::{PType, Plan, Values};
+use zipflow_core::{PType, Plan, VECTOR_LEN, Values};
 use zipflow_encodings::{by_name, estimate};
 
 use crate::cost::{CostTable, Shape, child_shape};
@@ -62,7 +62,7 @@ pub enum Objective {
     MinDecodeGbs(f64),
     /// The smallest plan made only of primitives the GPU decoder runs in parallel
     /// ([`GPU_PARALLEL`]): for files decoded on the GPU, where an `ans` block is a chain of
-    /// dependent steps and `fsst`, the character coders and `blockpack` do not run.
+    /// dependent steps and `fsst`, the character coders, `blockpack` and `hipatch` do not run.
     Gpu,
 }
 
@@ -210,7 +210,7 @@ impl Selection {
                 Objective::Smallest => "it is the smallest".to_string(),
                 Objective::Gpu => {
                     "it is the smallest the GPU decodes in parallel (no `ans`, `fsst`, \
-                     character coders or `blockpack`)"
+                     character coders, `blockpack` or `hipatch`)"
                         .to_string()
                 }
                 Objective::MinDecodeGbs(x) if w.decode_gbs >= x => {
@@ -265,6 +265,7 @@ const INT_INNER: &[&str] = &[
     "zigzag",
     "delta",
     "patch",
+    "hipatch",
     "blockpack",
     "rle",
     "dict",
@@ -312,7 +313,7 @@ pub fn depth(plan: &Plan) -> usize {
         .unwrap_or(0)
 }
 
-/// Every integer plan of at most `d` primitives.
+/// Every integer plan of at most `d` primitives (`hipatch` with `bitpack` side streams).
 fn int_plans(d: usize) -> Vec<Plan> {
     if d == 0 {
         return Vec::new();
@@ -322,13 +323,22 @@ fn int_plans(d: usize) -> Vec<Plan> {
         return out;
     }
     let sub = int_plans(d - 1);
+    let side = [Plan::new("bitpack")];
     for name in INT_INNER {
         let Some(enc) = by_name(name) else { continue };
         let mut partial = vec![Plan::new(*name)];
         for slot in enc.slots() {
+            // `hipatch`'s side streams (a few gaps and high bits) take `bitpack` here:
+            // every combination of three slots would multiply the space by 40; the cascade
+            // still searches them.
+            let forms = if *name == "hipatch" && !slot.name.is_empty() {
+                &side[..]
+            } else {
+                &sub[..]
+            };
             partial = partial
                 .iter()
-                .flat_map(|p| sub.iter().map(|c| p.clone().child(slot.name, c.clone())))
+                .flat_map(|p| forms.iter().map(|c| p.clone().child(slot.name, c.clone())))
                 .collect();
         }
         out.extend(partial);
@@ -533,6 +543,27 @@ fn fixed_candidates(values: &Values, text: bool) -> Vec<Plan> {
     }
 }
 
+/// Bytes of a node that do not grow with its stream: header, child entries, metadata.
+/// Scaled up from the sample with the rest they would count `scale` times over, and plans of
+/// several nodes (or with short side streams) would look worse than they are.
+const NODE_BYTES: f64 = 24.0;
+
+/// The size on the whole stream of a plan of `nodes` nodes that takes `size` bytes on the
+/// sample: the part that grows with the stream scaled, the nodes' fixed bytes once.
+fn extrapolate(size: usize, nodes: usize, scale: f64) -> f64 {
+    let size = size as f64;
+    let fixed = (NODE_BYTES * nodes as f64).min(size);
+    (size - fixed) * scale + fixed
+}
+
+/// Nodes of `plan` once its child slots take their defaults.
+fn node_count(plan: &Plan) -> usize {
+    fn count(p: &Plan) -> usize {
+        1 + p.children.iter().map(|(_, c)| count(c)).sum::<usize>()
+    }
+    count(&expanded(plan))
+}
+
 /// Scores plans on one sample, remembering each plan's score.
 struct Scorer<'a> {
     sample: &'a Values,
@@ -576,7 +607,7 @@ impl<'a> Scorer<'a> {
                 let found = estimate(plan, self.sample).ok().map(|size| {
                     let decode_ns = self.options.costs.decode_ns(plan, self.shape).max(1e-3);
                     (
-                        (size as f64 * self.scale).round() as usize,
+                        extrapolate(size, node_count(plan), self.scale).round() as usize,
                         decode_ns,
                         self.plain_bytes / decode_ns,
                     )
@@ -812,7 +843,7 @@ fn by_streams(
         if let Some(Ok(split)) = zipflow_encodings::split(&f2i, sample) {
             let child = child_shape("float2int", "", shape);
             let own = (
-                split.own as f64 * scorer.scale,
+                extrapolate(split.own, 1, scorer.scale),
                 scorer.options.costs.own_ns("float2int", shape),
             );
             for sub in forms(
@@ -878,7 +909,7 @@ fn forms(
         scorer.forms_scored += 1;
         let mut sub = Sub {
             plan: Plan::new(*name),
-            size: split.own as f64 * scorer.scale,
+            size: extrapolate(split.own, 1, scorer.scale),
             ns: scorer.options.costs.own_ns(name, shape),
         };
         for (slot, child) in enc.slots().iter().zip(&split.children) {
@@ -900,6 +931,15 @@ fn weigh(s: &Sub, (per_byte, per_ns): (f64, f64)) -> f64 {
     s.size * per_byte + s.ns * per_ns
 }
 
+/// Longest stream a short side stream is repeated to for its estimate.
+const MAX_REPEAT: usize = 1 << 16;
+
+/// `stream` repeated to `n` values (`stream` not empty).
+fn repeated(stream: &Values, n: usize) -> Values {
+    let copies = vec![stream.clone(); n.div_ceil(stream.len())];
+    crate::concat(&copies).slice(0, n)
+}
+
 /// Leaf `name` on `stream`, if it can encode it.
 fn leaf_sub(stream: &Values, shape: Shape, name: &str, scorer: &mut Scorer<'_>) -> Option<Sub> {
     if !scorer.allows(name) {
@@ -907,10 +947,18 @@ fn leaf_sub(stream: &Values, shape: Shape, name: &str, scorer: &mut Scorer<'_>) 
     }
     let plan = Plan::new(name);
     scorer.forms_scored += 1;
-    let size = estimate(&plan, stream).ok()?;
+    let full = (stream.len() as f64 * scorer.scale).round() as usize;
+    let size = if stream.len() < VECTOR_LEN && full > stream.len() {
+        // A short side stream (exception positions, a dictionary): padding to whole vectors
+        // does not scale with it, so estimate the stream repeated to its expected length.
+        let n = full.min(MAX_REPEAT);
+        estimate(&plan, &repeated(stream, n)).ok()? as f64 * (full as f64 / n as f64)
+    } else {
+        extrapolate(estimate(&plan, stream).ok()?, 1, scorer.scale)
+    };
     Some(Sub {
         ns: scorer.options.costs.decode_ns(&plan, shape),
-        size: size as f64 * scorer.scale,
+        size,
         plan,
     })
 }
@@ -1097,6 +1145,7 @@ mod tests {
             ("delta | rle(values: bitpack, runs: bitpack)", true),
             ("ans", false),
             ("blockpack", false),
+            ("for | hipatch | bitpack", false),
             ("for | ans", false),
             ("words(codes: bitpack, counts: bitpack)", true),
             ("words(codes: ans, counts: bitpack)", false),
@@ -1207,10 +1256,11 @@ mod tests {
     #[test]
     fn space_sizes_and_depths() {
         assert_eq!(int_plans(1).len(), 3);
-        // 3 leaves, 5 one-slot primitives over 3, 2 two-slot primitives over 3 x 3.
-        assert_eq!(int_plans(2).len(), 3 + 5 * 3 + 2 * 9);
+        // 3 leaves, 5 one-slot primitives over 3, 2 two-slot primitives over 3 x 3, and
+        // `hipatch` over 3 with `bitpack` side streams.
+        assert_eq!(int_plans(2).len(), 3 + 5 * 3 + 2 * 9 + 3);
         let three = int_plans(3);
-        assert_eq!(three.len(), 3 + 5 * 36 + 2 * 36 * 36);
+        assert_eq!(three.len(), 3 + 5 * 39 + 2 * 39 * 39 + 39);
         assert!(three.iter().all(|p| depth(p) <= 3));
         let p: Plan = "rle".parse().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(depth(&expanded(&p)), 3);
