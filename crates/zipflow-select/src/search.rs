@@ -837,7 +837,7 @@ fn by_streams(
     let mut roots = Vec::new();
     if family == Family::Float {
         for leaf in ["constant", "plain"] {
-            roots.extend(leaf_sub(sample, shape, leaf, scorer));
+            roots.extend(leaf_sub(sample, shape, leaf, false, scorer));
         }
         let f2i = Plan::new("float2int");
         if let Some(Ok(split)) = zipflow_encodings::split(&f2i, sample) {
@@ -853,6 +853,7 @@ fn by_streams(
                 key,
                 scorer,
                 &["plain", "constant"],
+                false,
             ) {
                 roots.push(Sub {
                     plan: f2i.clone().then(sub.plan),
@@ -862,7 +863,7 @@ fn by_streams(
             }
         }
     } else {
-        roots = forms(sample, shape, room, key, scorer, &[]);
+        roots = forms(sample, shape, room, key, scorer, &[], false);
     }
     let mut ranked: Vec<Candidate> = roots
         .into_iter()
@@ -889,11 +890,12 @@ fn forms(
     key: (f64, f64),
     scorer: &mut Scorer<'_>,
     skip: &[&str],
+    side: bool,
 ) -> Vec<Sub> {
     let mut out: Vec<Sub> = INT_LEAVES
         .iter()
         .filter(|l| !skip.contains(l))
-        .filter_map(|l| leaf_sub(stream, shape, l, scorer))
+        .filter_map(|l| leaf_sub(stream, shape, l, side, scorer))
         .collect();
     if room < 2 {
         return out;
@@ -914,7 +916,8 @@ fn forms(
         };
         for (slot, child) in enc.slots().iter().zip(&split.children) {
             let child_shape = child_shape(name, slot.name, shape);
-            let best = forms(child, child_shape, room - 1, key, scorer, &[])
+            let side = side || (*name == "hipatch" && !slot.name.is_empty());
+            let best = forms(child, child_shape, room - 1, key, scorer, &[], side)
                 .into_iter()
                 .min_by(|a, b| weigh(a, key).total_cmp(&weigh(b, key)));
             let Some(best) = best else { continue 'form };
@@ -941,16 +944,23 @@ fn repeated(stream: &Values, n: usize) -> Values {
 }
 
 /// Leaf `name` on `stream`, if it can encode it.
-fn leaf_sub(stream: &Values, shape: Shape, name: &str, scorer: &mut Scorer<'_>) -> Option<Sub> {
+fn leaf_sub(
+    stream: &Values,
+    shape: Shape,
+    name: &str,
+    side: bool,
+    scorer: &mut Scorer<'_>,
+) -> Option<Sub> {
     if !scorer.allows(name) {
         return None;
     }
     let plan = Plan::new(name);
     scorer.forms_scored += 1;
     let full = (stream.len() as f64 * scorer.scale).round() as usize;
-    let size = if stream.len() < VECTOR_LEN && full > stream.len() {
-        // A short side stream (exception positions, a dictionary): padding to whole vectors
-        // does not scale with it, so estimate the stream repeated to its expected length.
+    let size = if side && stream.len() < VECTOR_LEN && full > stream.len() {
+        // A short exception stream grows with the chunk, but its padding to whole vectors
+        // does not: estimate it repeated to its expected length. (Not a dictionary, whose
+        // length the sample's already is.)
         let n = full.min(MAX_REPEAT);
         estimate(&plan, &repeated(stream, n)).ok()? as f64 * (full as f64 / n as f64)
     } else {
@@ -1264,6 +1274,46 @@ mod tests {
         assert!(three.iter().all(|p| depth(p) <= 3));
         let p: Plan = "rle".parse().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(depth(&expanded(&p)), 3);
+    }
+
+    #[test]
+    fn one_bit_spills_take_hipatch_when_size_is_all() {
+        // 3 % of the values one bit past the rest, as TPC-H l_extendedprice: the smallest
+        // plan keeps 23 bits and patches the high bit; the balanced objective weighs the
+        // slower decode against the 3 % it saves and keeps plain bit-packing.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let v: Vec<i64> = (0..65_536)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let low = (x % (1 << 23)) as i64;
+                if (x >> 40) % 100 < 3 {
+                    low | 1 << 23
+                } else {
+                    low
+                }
+            })
+            .collect();
+        let values = Values::Int(IntVec::I64(v));
+        let smallest = SelectOptions {
+            objective: Objective::Smallest,
+            ..SelectOptions::default()
+        };
+        let s = select(&values, false, &smallest);
+        let best = s.best().unwrap_or_else(|| panic!("no plan"));
+        assert!(
+            best.plan.to_string().contains("hipatch"),
+            "{}",
+            s.explain(4)
+        );
+        let s = select(&values, false, &SelectOptions::default());
+        let best = s.best().unwrap_or_else(|| panic!("no plan"));
+        assert!(
+            !best.plan.to_string().contains("hipatch"),
+            "{}",
+            s.explain(4)
+        );
     }
 
     #[test]
