@@ -138,6 +138,23 @@ fn primitives(c: &mut Criterion) {
         ),
         ("plain", "plain", i64s(&mut |i| i as i64)),
     ];
+    // A price column: 3 % of the values one bit past 23 bits (TPC-H l_extendedprice), as
+    // `hipatch` stores it and as plain 24-bit packing.
+    let mut prices = rng(11);
+    let spill = i64s(&mut |_| {
+        let x = prices();
+        let low = (x % (1 << 23)) as i64;
+        if (x >> 40) % 100 < 3 {
+            low | 1 << 23
+        } else {
+            low
+        }
+    });
+    let cases = cases.into_iter().chain([
+        ("hipatch", "hipatch(23) | bitpack", spill.clone()),
+        ("hipatch_for", "for | hipatch(23) | bitpack", spill.clone()),
+        ("hipatch_vs_bitpack24", "bitpack", spill),
+    ]);
     for (name, plan, values) in cases {
         let bytes = encoded(plan, &values);
         bench_decode(c, "primitive_i64_64Ki", name.to_string(), &bytes, 8 * n);

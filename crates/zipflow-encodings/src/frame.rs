@@ -132,18 +132,21 @@ fn decode_offsets<U: Int + FoR + IntVecOf>(
         out.truncate(child.len);
         return Ok(());
     }
-    let decoded = scratch.decode(child)?;
-    let result = match &decoded {
-        Values::Int(iv) => match U::slice(iv) {
-            Some(offs) => {
-                out.clear();
-                out.extend(offs.iter().map(|&d| d.wrapping_add(reference)));
-                Ok(())
-            }
-            None => Err(Error::corrupt("for offsets have the wrong type")),
-        },
-        _ => Err(Error::corrupt("for offsets are not integers")),
-    };
-    scratch.give(decoded);
-    result
+    // Other children (`patch`, `hipatch`, ...) decode straight into `out`, and the reference
+    // is added in place: one pass, no intermediate stream.
+    let mut offsets = Values::Int(U::wrap(std::mem::take(out)));
+    let result = crate::decode(child, &mut offsets, scratch);
+    if let Values::Int(iv) = &mut offsets
+        && let Some(v) = U::slice_mut(iv)
+    {
+        *out = std::mem::take(v);
+    }
+    result?;
+    if out.len() != child.len {
+        return Err(Error::corrupt("for offsets have the wrong type"));
+    }
+    for d in out.iter_mut() {
+        *d = d.wrapping_add(reference);
+    }
+    Ok(())
 }

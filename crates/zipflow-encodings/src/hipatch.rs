@@ -1,29 +1,32 @@
 //! Patched exceptions that keep their low bits in place (`hipatch`): only an outlier's high
-//! bits and its position are stored aside, and both as encoded streams.
+//! bits and its place are stored aside, and as encoded streams.
 //!
 //! [`patch`](crate::patch) replaces an outlier by 0 and stores its position and whole value
 //! raw: 32 + `T::BITS` bits each, which pays off only for rare outliers. Where a few percent of
 //! a stream spill one or two bits past the rest (prices, sizes, products of two ranges), the
 //! exceptions must cost far less. Here the pipe child keeps the low `W` bits of every value,
-//! outliers included; child `gaps` holds the gaps between the outliers' positions (`u32`, a
-//! few bits each where outliers are spread evenly, and a stream whose widths a sample
-//! predicts, unlike positions, which grow with the stream) and child `high` their bits above
-//! `W` (`v >> W` as unsigned, typically 1 or 2 bits). With 3 % of values one bit wide of the
-//! rest, an exception costs about 8 bits instead of 96.
+//! outliers included, and three small streams place the outliers and hold their high bits:
+//! `counts`, the number of outliers in each 1024-value vector; `offsets`, each outlier's place
+//! in its vector (10 bits); `high`, its bits above `W` (`v >> W` as unsigned, typically 1 or
+//! 2 bits). With 3 % of values one bit wide of the rest, an exception costs about 11 bits
+//! instead of 96. Each vector finds its outliers from the counts before it alone (64 per
+//! chunk), so a GPU block decodes its vectors without reading the others'.
 //!
-//! Decoding decodes the three children, sums the gaps into positions, then ORs each
-//! outlier's high bits into place. [`Pattern::GroupParallel`], like `patch`.
+//! Decoding decodes the children, then ORs each outlier's high bits into place.
+//! [`Pattern::GroupParallel`], like `patch`.
 //!
 //! Node: meta = `[W: u8, exception_count: u32]`; no buffers; child 0 = the low `W` bits of
-//! every value (same type and length); child 1 (`gaps`) = one `u32` per exception, the number
-//! of values between it and the previous exception (or the stream's start); child 2 (`high`)
-//! = the exceptions' values shifted right by `W` (same type).
+//! every value (same type and length); child 1 (`counts`) = `u16`, one per 1024-value vector
+//! (the last one possibly partial), summing to the exception count; child 2 (`offsets`) =
+//! `u16`, one per exception, its position within its vector, increasing within a vector;
+//! child 3 (`high`) = the exceptions' values shifted right by `W` (same type).
 
 use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
 use crate::patch::read_meta;
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
 use std::rc::Rc;
+use zipflow_core::VECTOR_LEN;
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, match_ints};
 
@@ -33,15 +36,16 @@ pub struct HiPatch;
 /// On-disk id of [`HiPatch`].
 pub const ID: u16 = 18;
 
-/// Slot of the gaps between exception positions.
-pub const GAPS: &str = "gaps";
+/// Slot of the exception counts per vector.
+pub const COUNTS: &str = "counts";
+/// Slot of the exceptions' offsets within their vectors.
+pub const OFFSETS: &str = "offsets";
 /// Slot of the exceptions' high bits.
 pub const HIGH: &str = "high";
 
 /// The width that minimises the estimated bits of `values`: `len * W` for the low bits, plus
-/// per exception its high bits (`max_width - W`) and a gap of about `log2` of the mean gap
-/// plus 2 bits (what `bitpack` makes of geometric gaps). Ties go to the wider `W`: fewer
-/// exceptions decode faster.
+/// per exception its high bits (`max_width - W`) and its 10-bit offset. Ties go to the wider
+/// `W`: fewer exceptions decode faster.
 pub fn best_width<T: Int>(values: &[T]) -> u32 {
     let mut histogram = [0u64; 65];
     for v in values {
@@ -55,10 +59,7 @@ pub fn best_width<T: Int>(values: &[T]) -> u32 {
     let mut exceptions = 0u64;
     let mut best = (u64::MAX, top);
     for w in (0..=top).rev() {
-        let position_bits = len
-            .checked_div(exceptions)
-            .map_or(0, |gap| u64::from(64 - gap.leading_zeros()) + 2);
-        let cost = len * u64::from(w) + exceptions * (position_bits + u64::from(top - w));
+        let cost = len * u64::from(w) + exceptions * (OFFSET_BITS + u64::from(top - w));
         if cost < best.0 {
             best = (cost, w);
         }
@@ -67,20 +68,34 @@ pub fn best_width<T: Int>(values: &[T]) -> u32 {
     best.1
 }
 
-/// Splits `values` at width `width` (below `T::BITS`, or no value is an exception): every
-/// value's low bits, and the exceptions' gaps and high bits.
-pub fn split<T: Int>(values: &[T], width: u32) -> (Vec<T>, Vec<u32>, Vec<T>) {
-    let mut gaps = Vec::new();
+/// Bits of an exception's offset within its vector.
+const OFFSET_BITS: u64 = 10;
+
+/// What [`split`] makes of a stream.
+pub struct Parts<T> {
+    /// Every value's low bits.
+    pub low: Vec<T>,
+    /// Exceptions per vector.
+    pub counts: Vec<u16>,
+    /// Each exception's offset within its vector.
+    pub offsets: Vec<u16>,
+    /// Each exception's bits above the width.
+    pub high: Vec<T>,
+}
+
+/// Splits `values` at width `width` (below `T::BITS`, or no value is an exception).
+pub fn split<T: Int>(values: &[T], width: u32) -> Parts<T> {
+    let mut counts = vec![0u16; values.len().div_ceil(VECTOR_LEN)];
+    let mut offsets = Vec::new();
     let mut high = Vec::new();
-    let mut next = 0u32;
     let low = values
         .iter()
-        .zip(0u32..)
-        .map(|(&v, i)| {
+        .enumerate()
+        .map(|(i, &v)| {
             if v.used_bits() > width {
                 let u = v.to_u64();
-                gaps.push(i - next);
-                next = i + 1;
+                counts[i / VECTOR_LEN] += 1;
+                offsets.push((i % VECTOR_LEN) as u16);
                 high.push(T::from_u64_wrapping(u >> width));
                 T::from_u64_wrapping(u & ((1u64 << width) - 1))
             } else {
@@ -88,7 +103,12 @@ pub fn split<T: Int>(values: &[T], width: u32) -> (Vec<T>, Vec<u32>, Vec<T>) {
             }
         })
         .collect();
-    (low, gaps, high)
+    Parts {
+        low,
+        counts,
+        offsets,
+        high,
+    }
 }
 
 impl Encoding for HiPatch {
@@ -107,8 +127,13 @@ impl Encoding for HiPatch {
                 name: "",
                 default: "bitpack",
             },
+            // 64 counts per chunk: bit-packing would pad them to a whole vector.
             Slot {
-                name: GAPS,
+                name: COUNTS,
+                default: "plain",
+            },
+            Slot {
+                name: OFFSETS,
                 default: "bitpack",
             },
             Slot {
@@ -125,9 +150,12 @@ impl Encoding for HiPatch {
     }
 
     fn encode(&self, plan: &Plan, input: &Values) -> Result<EncodedNode> {
-        let (mut node, [low, gaps, high]) = shell(plan, input)?;
+        let (mut node, [low, counts, offsets, high]) = shell(plan, input)?;
         node.children.push(encode_child(plan, self, "", &low)?);
-        node.children.push(encode_child(plan, self, GAPS, &gaps)?);
+        node.children
+            .push(encode_child(plan, self, COUNTS, &counts)?);
+        node.children
+            .push(encode_child(plan, self, OFFSETS, &offsets)?);
         node.children.push(encode_child(plan, self, HIGH, &high)?);
         Ok(node)
     }
@@ -136,14 +164,14 @@ impl Encoding for HiPatch {
         Some(crate::memo::split("hipatch", plan, input, || {
             let (node, children) = shell(plan, input)?;
             Ok(Split {
-                own: node.size_with_children(3),
+                own: node.size_with_children(4),
                 children: children.into(),
             })
         }))
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("hipatch", 0, 3)?;
+        node.expect_shape("hipatch", 0, 4)?;
         let (width, count) = read_meta(node, "hipatch", "bit width")?;
         let width = u32::from(width);
         let bits = node.ptype.byte_width() as u32 * 8;
@@ -153,20 +181,23 @@ impl Encoding for HiPatch {
             )));
         }
         expect_child(node, 0, "low bits", node.ptype, Some(node.len))?;
-        expect_child(node, 1, "exception gaps", PType::U32, Some(count))?;
-        expect_child(node, 2, "exception high bits", node.ptype, Some(count))?;
+        let vectors = node.len.div_ceil(VECTOR_LEN);
+        expect_child(node, 1, "exception counts", PType::U16, Some(vectors))?;
+        expect_child(node, 2, "exception offsets", PType::U16, Some(count))?;
+        expect_child(node, 3, "exception high bits", node.ptype, Some(count))?;
         crate::decode(&node.children[0], out, scratch)?;
-        let gaps = scratch.decode(&node.children[1])?;
-        let high = match scratch.decode(&node.children[2]) {
-            Ok(h) => h,
-            Err(e) => {
-                scratch.give(gaps);
-                return Err(e);
+        let mut sides = Vec::with_capacity(3);
+        for child in &node.children[1..] {
+            match scratch.decode(child) {
+                Ok(v) => sides.push(v),
+                Err(e) => {
+                    sides.into_iter().for_each(|v| scratch.give(v));
+                    return Err(e);
+                }
             }
-        };
-        let result = apply(width, &gaps, &high, out);
-        scratch.give(gaps);
-        scratch.give(high);
+        }
+        let result = apply(width, &sides, out);
+        sides.into_iter().for_each(|v| scratch.give(v));
         result
     }
 
@@ -178,34 +209,57 @@ impl Encoding for HiPatch {
     }
 }
 
-/// ORs the high bits of each exception, placed by `gaps`, into the decoded low bits `out`.
-fn apply(width: u32, gaps: &Values, high: &Values, out: &mut Values) -> Result<()> {
-    let (Values::Int(IntVec::U32(gaps)), Values::Int(high), Values::Int(o)) = (gaps, high, out)
+/// ORs the high bits of each exception, placed by the counts and offsets in `sides`, into the
+/// decoded low bits `out`.
+fn apply(width: u32, sides: &[Values], out: &mut Values) -> Result<()> {
+    let (
+        [
+            Values::Int(IntVec::U16(counts)),
+            Values::Int(IntVec::U16(offsets)),
+            Values::Int(high),
+        ],
+        Values::Int(o),
+    ) = (sides, out)
     else {
         return Err(Error::corrupt("hipatch children of the wrong types"));
     };
+    let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
+    if total != offsets.len() {
+        return Err(Error::corrupt(format!(
+            "hipatch counts add up to {total} exceptions, the node holds {}",
+            offsets.len()
+        )));
+    }
     match_ints!(o, T, o => {
         let Some(high) = T::slice(high) else {
             return Err(Error::corrupt("hipatch high bits of the wrong type"));
         };
-        let (len, mut next) = (o.len(), 0usize);
-        for (k, (&g, &h)) in gaps.iter().zip(high).enumerate() {
-            let p = next + g as usize;
-            // `width` is below the type's width whenever there are exceptions.
-            let Some(v) = o.get_mut(p) else {
-                return Err(Error::corrupt(format!(
-                    "hipatch exception {k} is at position {p}, past the end of {len} values"
-                )));
-            };
-            *v = T::from_u64_wrapping(v.to_u64() | (h.to_u64() << width));
-            next = p + 1;
+        let len = o.len();
+        let mut k = 0usize;
+        for (vector, &c) in counts.iter().enumerate() {
+            let start = vector * VECTOR_LEN;
+            for (&off, &h) in offsets[k..k + usize::from(c)].iter().zip(&high[k..]) {
+                let p = start + usize::from(off);
+                // `width` is below the type's width whenever there are exceptions.
+                let v = match o.get_mut(p) {
+                    Some(v) if usize::from(off) < VECTOR_LEN => v,
+                    _ => {
+                        return Err(Error::corrupt(format!(
+                            "hipatch exception at offset {off} of vector {vector}, outside \
+                             the vector or past the end of {len} values"
+                        )));
+                    }
+                };
+                *v = T::from_u64_wrapping(v.to_u64() | (h.to_u64() << width));
+            }
+            k += usize::from(c);
         }
     });
     Ok(())
 }
 
 /// The node without its children, and the three streams they encode.
-fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, [Values; 3])> {
+fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, [Values; 4])> {
     let Values::Int(v) = input else {
         return Err(Error::plan(plan, "hipatch needs integers"));
     };
@@ -213,18 +267,24 @@ fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, [Values; 3])> {
     let mut node = EncodedNode::new(ID, v.ptype(), v.len())?;
     let (width, children) = match_ints!(v, T, x => {
         let width = resolve_width::<T>(plan, x)?;
-        let (low, gaps, high) = if width >= T::BITS {
-            (x.clone(), Vec::new(), Vec::new())
+        let parts = if width >= T::BITS {
+            Parts {
+                low: x.clone(),
+                counts: vec![0; x.len().div_ceil(VECTOR_LEN)],
+                offsets: Vec::new(),
+                high: Vec::new(),
+            }
         } else {
             split(x, width)
         };
         (width, [
-            Values::Int(T::wrap(low)),
-            Values::Int(IntVec::U32(gaps)),
-            Values::Int(T::wrap(high)),
+            Values::Int(T::wrap(parts.low)),
+            Values::Int(IntVec::U16(parts.counts)),
+            Values::Int(IntVec::U16(parts.offsets)),
+            Values::Int(T::wrap(parts.high)),
         ])
     });
-    let count = u32::try_from(children[1].len())
+    let count = u32::try_from(children[2].len())
         .map_err(|_| Error::unsupported("more than 2^32 - 1 exceptions"))?;
     node.meta = vec![width as u8];
     node.meta.extend_from_slice(&count.to_le_bytes());
@@ -295,9 +355,9 @@ mod tests {
                     "hipatch(0) | bitpack",
                     &format!("hipatch({bits})"),
                     "for | hipatch | bitpack",
-                    "hipatch(3, gaps: plain, high: plain) | for | bitpack",
-                    "hipatch(2, gaps: for | bitpack, high: constant) | bitpack",
-                    "hipatch(gaps: rle, high: zigzag | bitpack) | bitpack",
+                    "hipatch(3, counts: plain, offsets: plain, high: plain) | for | bitpack",
+                    "hipatch(2, offsets: for | bitpack, high: constant) | bitpack",
+                    "hipatch(counts: rle, offsets: delta | zigzag | bitpack, high: zigzag | bitpack) | bitpack",
                 ] {
                     // `constant` high bits only fit when every outlier is the same value.
                     match round_trip(&crate::testing::plan(plan), &values) {
@@ -383,7 +443,7 @@ mod tests {
     #[test]
     fn corrupt_nodes_are_errors() -> Result<()> {
         let values = Values::Int(IntVec::U32(with_outliers(3000, 1 << 20)));
-        let p = "hipatch(3, gaps: plain, high: plain) | plain";
+        let p = "hipatch(3, counts: plain, offsets: plain, high: plain) | plain";
         let good = encode(&plan(p), &values)?;
         check_corruption(p, &good, 7)?;
         // A width past the type.
@@ -395,15 +455,24 @@ mod tests {
         // More exceptions than the children hold.
         let e = corrupted(&good, |n| n.meta[1] = 4)?;
         assert!(e.contains("expected 4"), "{e}");
-        // Gaps that run past the end: the last exception one past it, and a gap of 2^32 - 1.
+        // Outliers at 0, 1500 and 2999: vectors 0, 1 and 2 hold one each.
+        let u16_bytes = |v: &[u16]| bytemuck::cast_slice::<u16, u8>(v).to_vec();
         let e = corrupted(&good, |n| {
-            n.children[1].buffers[0] = u32_bytes(&[0, 1499, 1499]);
+            n.children[1].buffers[0] = u16_bytes(&[1, 2, 1]);
         })?;
-        assert!(e.contains("at position 3000, past the end of 3000"), "{e}");
+        assert!(
+            e.contains("add up to 4 exceptions, the node holds 3"),
+            "{e}"
+        );
+        // An offset outside its vector, and one past the end of a partial last vector.
         let e = corrupted(&good, |n| {
-            n.children[1].buffers[0] = u32_bytes(&[0, u32::MAX, 0]);
+            n.children[2].buffers[0] = u16_bytes(&[0, 1024, 951]);
         })?;
-        assert!(e.contains("past the end"), "{e}");
+        assert!(e.contains("offset 1024 of vector 1"), "{e}");
+        let e = corrupted(&good, |n| {
+            n.children[2].buffers[0] = u16_bytes(&[0, 476, 952]);
+        })?;
+        assert!(e.contains("past the end of 3000"), "{e}");
         Ok(())
     }
 

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Int, IntVec, Plan, Result, Values};
-use zipflow_encodings::hipatch::{GAPS, HIGH};
+use zipflow_encodings::hipatch::{COUNTS, HIGH, OFFSETS};
 use zipflow_encodings::{Scratch, by_name, decode, encode};
 
 /// The compiled-in table.
@@ -236,7 +236,8 @@ pub fn child_shape(name: &str, slot: &str, shape: Shape) -> Shape {
         }
         ("rle", _) => per(shape.runs),
         // Exceptions: a few percent of values where `hipatch` pays off; 1 in 32 assumed.
-        ("hipatch", GAPS | HIGH) => numbers(per(1.0 / 32.0)),
+        ("hipatch", OFFSETS | HIGH) => numbers(per(1.0 / 32.0)),
+        ("hipatch", COUNTS) => numbers(per(1.0 / zipflow_core::VECTOR_LEN as f64)),
         (_, "values") | (_, "dict") => per(shape.distinct),
         (_, "bytes") => numbers(shape.with_values(shape.bytes, shape.bytes)),
         (_, "refs") => numbers(per(1.0 / zipflow_core::VECTOR_LEN as f64)),
@@ -333,7 +334,7 @@ fn calibration_cases() -> Vec<Case> {
         (
             "hipatch",
             ints(&outliers),
-            "hipatch(gaps: plain, high: plain) | plain",
+            "hipatch(counts: plain, offsets: plain, high: plain) | plain",
             vec![("plain", 1.02)],
         ),
         (

@@ -328,7 +328,7 @@ fn int_plans(d: usize) -> Vec<Plan> {
         let Some(enc) = by_name(name) else { continue };
         let mut partial = vec![Plan::new(*name)];
         for slot in enc.slots() {
-            // `hipatch`'s side streams (a few gaps and high bits) take `bitpack` here:
+            // `hipatch`'s side streams (exception counts, offsets and high bits) take `bitpack` here:
             // every combination of three slots would multiply the space by 40; the cascade
             // still searches them.
             let forms = if *name == "hipatch" && !slot.name.is_empty() {
@@ -897,7 +897,9 @@ fn forms(
         .filter(|l| !skip.contains(l))
         .filter_map(|l| leaf_sub(stream, shape, l, side, scorer))
         .collect();
-    if room < 2 {
+    // Exception streams are a few percent of the values: leaves only, so a `hipatch` costs
+    // the search little more than a `patch`.
+    if room < 2 || side {
         return out;
     }
     'form: for name in INT_INNER {

@@ -31,7 +31,7 @@ const EXTRA_INT_PLANS: &[&str] = &[
     "for | patch(0) | bitpack",
     "hipatch(3) | bitpack",
     "for | hipatch | bitpack",
-    "hipatch(0, gaps: bitpack, high: plain) | plain",
+    "hipatch(0, counts: bitpack, offsets: plain, high: plain) | plain",
     "bitpack(7)",
     "constant",
     "ans",
