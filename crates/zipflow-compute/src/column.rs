@@ -4,7 +4,9 @@
 //! when it is asked for, a range predicate is compared in the packed domain (`v >= c` is
 //! `packed >= c - reference`), and a sparse selection gathers single values without unpacking
 //! the block. `dict` chunks decode the (small) dictionary once, evaluate predicates on it and
-//! then map codes through a per-code table. Any other encoding is decoded whole through
+//! then map codes through a per-code table. `hipatch` over bit-packed low bits (under a `for`
+//! or not) stays packed too: its few exceptions are decoded once per chunk and written over
+//! the blocks and gathers they fall in. Any other encoding is decoded whole through
 //! [`zipflow_encodings::decode`], so new encodings work without this module knowing them.
 
 use std::borrow::Cow;
@@ -13,7 +15,7 @@ use std::mem::MaybeUninit;
 use fastlanes::BitPacking;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, Int, IntVec, PType, Result, VECTOR_LEN, Values, match_ints};
-use zipflow_encodings::{NodeView, Scratch, bitpack, dict, frame, strdict};
+use zipflow_encodings::{NodeView, Scratch, bitpack, dict, frame, hipatch, strdict};
 
 /// Values in one block.
 pub const BLOCK: usize = VECTOR_LEN;
@@ -508,6 +510,12 @@ pub struct Predicate<'p> {
 /// How one column of one chunk is read.
 enum Source<'a> {
     Packed(PackedCol<'a>),
+    /// `hipatch` over packed low bits: the exceptions of each block, whose high bits are
+    /// ORed over the unpacked values as they are read.
+    Patched {
+        packed: PackedCol<'a>,
+        exceptions: hipatch::Exceptions,
+    },
     Dict {
         codes: PackedCol<'a>,
         values: DictValues,
@@ -580,6 +588,12 @@ impl<'a> ChunkColumn<'a> {
             let reference = meta.u64("reference")?;
             meta.finish("for")?;
             Source::Packed(PackedCol::new(&node.children[0], reference, ptype)?)
+        } else if let Some((h, reference)) = patched_bits(node)? {
+            let packed = PackedCol::new(&h.children[0], reference, ptype)?;
+            Source::Patched {
+                packed,
+                exceptions: hipatch::exceptions(h, scratch)?,
+            }
         } else if node.id == dict::ID
             && node.children.len() == 2
             && node.children[0].id == bitpack::ID
@@ -706,6 +720,50 @@ impl<'a> ChunkColumn<'a> {
                 match sel {
                     None => p.load(b, n, o),
                     Some(idx) => p.gather(b, idx, o),
+                }
+            }
+            Source::Patched { packed, exceptions } => {
+                let o = ints(out, k);
+                // Block `b` is vector `b`; `ChunkColumn::new` checked every offset below the
+                // chunk's length.
+                let e = exceptions;
+                let range = e.starts[b] as usize..e.starts[b + 1] as usize;
+                let (exc, high) = (&e.offsets[range.clone()], &e.high[range]);
+                // An unpacked value holds reference + low bits: take the reference off, OR the
+                // high bits in, put it back, in the stream's type.
+                let (r, ptype) = (packed.reference, packed.ptype);
+                let patch = |v: i64, h: u64| {
+                    logical(((v as u64).wrapping_sub(r) | h).wrapping_add(r), ptype) as i64
+                };
+                match sel {
+                    None => {
+                        packed.load(b, n, o);
+                        for (&p, &h) in exc.iter().zip(high) {
+                            let v = &mut o[usize::from(p)];
+                            *v = patch(*v, h);
+                        }
+                    }
+                    Some(idx) => {
+                        packed.gather(b, idx, o);
+                        if idx.is_sorted() {
+                            // Both in increasing order (as the scan selects): one merge.
+                            let mut j = 0usize;
+                            for (o, &i) in o.iter_mut().zip(idx) {
+                                while j < exc.len() && usize::from(exc[j]) < i {
+                                    j += 1;
+                                }
+                                if j < exc.len() && usize::from(exc[j]) == i {
+                                    *o = patch(*o, high[j]);
+                                }
+                            }
+                        } else {
+                            for (o, &i) in o.iter_mut().zip(idx) {
+                                if let Ok(j) = exc.binary_search_by(|&x| usize::from(x).cmp(&i)) {
+                                    *o = patch(*o, high[j]);
+                                }
+                            }
+                        }
+                    }
                 }
             }
             Source::Dict {
@@ -1386,6 +1444,34 @@ impl ChunkColumn<'_> {
         }
         Ok(())
     }
+}
+
+/// The `hipatch` node of `for | hipatch | bitpack` or `hipatch | bitpack` (`node` of an
+/// integer type) and the `for` reference's bits (0 without `for`), checked to line up.
+fn patched_bits<'n, 'a>(node: &'n NodeView<'a>) -> Result<Option<(&'n NodeView<'a>, u64)>> {
+    if !node.ptype.is_int() {
+        return Ok(None);
+    }
+    let (h, reference) = if node.id == frame::ID
+        && node.children.len() == 1
+        && node.children[0].id == hipatch::ID
+        && node.children[0].ptype == bitpack::unsigned_of(node.ptype)
+    {
+        node.expect_shape("for", 0, 1)?;
+        let mut meta = node.meta_reader();
+        let reference = meta.u64("reference")?;
+        meta.finish("for")?;
+        (&node.children[0], reference)
+    } else if node.id == hipatch::ID {
+        (node, 0)
+    } else {
+        return Ok(None);
+    };
+    let lines_up = h.len == node.len
+        && h.children.first().is_some_and(|low| {
+            low.id == bitpack::ID && low.len == node.len && low.ptype == h.ptype
+        });
+    Ok(lines_up.then_some((h, reference)))
 }
 
 #[cfg(test)]

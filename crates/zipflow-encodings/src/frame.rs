@@ -132,8 +132,17 @@ fn decode_offsets<U: Int + FoR + IntVecOf>(
         out.truncate(child.len);
         return Ok(());
     }
-    // Other children (`patch`, `hipatch`, ...) decode straight into `out`, and the reference
-    // is added in place: one pass, no intermediate stream.
+    if child.id == crate::hipatch::ID {
+        return crate::hipatch::decode_under_reference(
+            child,
+            reference,
+            out,
+            scratch,
+            |low, out, scratch| decode_offsets(low, reference, out, scratch),
+        );
+    }
+    // Other children (`patch`, ...) decode straight into `out`, and the reference is added in
+    // place: one pass, no intermediate stream.
     let mut offsets = Values::Int(U::wrap(std::mem::take(out)));
     let result = crate::decode(child, &mut offsets, scratch);
     if let Values::Int(iv) = &mut offsets

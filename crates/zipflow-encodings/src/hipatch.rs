@@ -171,32 +171,13 @@ impl Encoding for HiPatch {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("hipatch", 0, 4)?;
-        let (width, count) = read_meta(node, "hipatch", "bit width")?;
-        let width = u32::from(width);
-        let bits = node.ptype.byte_width() as u32 * 8;
-        if width > bits || (width == bits && count > 0) {
-            return Err(Error::corrupt(format!(
-                "hipatch width {width} leaves no high bits in the {bits}-bit value type"
-            )));
-        }
-        expect_child(node, 0, "low bits", node.ptype, Some(node.len))?;
-        let vectors = node.len.div_ceil(VECTOR_LEN);
-        expect_child(node, 1, "exception counts", PType::U16, Some(vectors))?;
-        expect_child(node, 2, "exception offsets", PType::U16, Some(count))?;
-        expect_child(node, 3, "exception high bits", node.ptype, Some(count))?;
+        let width = check(node)?;
         crate::decode(&node.children[0], out, scratch)?;
-        let mut sides = Vec::with_capacity(3);
-        for child in &node.children[1..] {
-            match scratch.decode(child) {
-                Ok(v) => sides.push(v),
-                Err(e) => {
-                    sides.into_iter().for_each(|v| scratch.give(v));
-                    return Err(e);
-                }
-            }
-        }
-        let result = apply(width, &sides, out);
+        let sides = decode_sides(node, scratch)?;
+        let result = match out {
+            Values::Int(o) => match_ints!(o, T, o => apply(width, &sides, T::ZERO, o)),
+            _ => Err(Error::corrupt("hipatch node for non-integer values")),
+        };
         sides.into_iter().for_each(|v| scratch.give(v));
         result
     }
@@ -209,52 +190,165 @@ impl Encoding for HiPatch {
     }
 }
 
-/// ORs the high bits of each exception, placed by the counts and offsets in `sides`, into the
-/// decoded low bits `out`.
-fn apply(width: u32, sides: &[Values], out: &mut Values) -> Result<()> {
-    let (
-        [
+/// Checks a `hipatch` node's metadata and children; returns its width.
+fn check(node: &NodeView<'_>) -> Result<u32> {
+    node.expect_shape("hipatch", 0, 4)?;
+    let (width, count) = read_meta(node, "hipatch", "bit width")?;
+    let width = u32::from(width);
+    let bits = node.ptype.byte_width() as u32 * 8;
+    if width > bits || (width == bits && count > 0) {
+        return Err(Error::corrupt(format!(
+            "hipatch width {width} leaves no high bits in the {bits}-bit value type"
+        )));
+    }
+    expect_child(node, 0, "low bits", node.ptype, Some(node.len))?;
+    let vectors = node.len.div_ceil(VECTOR_LEN);
+    expect_child(node, 1, "exception counts", PType::U16, Some(vectors))?;
+    expect_child(node, 2, "exception offsets", PType::U16, Some(count))?;
+    expect_child(node, 3, "exception high bits", node.ptype, Some(count))?;
+    Ok(width)
+}
+
+/// Decodes a checked node's counts, offsets and high bits into pooled streams.
+fn decode_sides(node: &NodeView<'_>, scratch: &mut Scratch) -> Result<Vec<Values>> {
+    let mut sides = Vec::with_capacity(3);
+    for child in &node.children[1..] {
+        match scratch.decode(child) {
+            Ok(v) => sides.push(v),
+            Err(e) => {
+                sides.into_iter().for_each(|v| scratch.give(v));
+                return Err(e);
+            }
+        }
+    }
+    Ok(sides)
+}
+
+/// A `hipatch` node's exceptions, for readers that keep the low bits packed.
+#[derive(Debug, Default)]
+pub struct Exceptions {
+    /// Where each 1024-value vector's exceptions start in `offsets` and `high`; one more
+    /// entry than vectors, the last the total.
+    pub starts: Vec<u32>,
+    /// Each exception's position within its vector, increasing within a vector.
+    pub offsets: Vec<u16>,
+    /// Each exception's high bits shifted into place (`high << W`, the stream type's bits
+    /// zero-extended).
+    pub high: Vec<u64>,
+}
+
+/// The exceptions of `node` (a `hipatch` node), checked: every one inside its vector and
+/// before the stream's end, the counts adding up.
+pub fn exceptions(node: &NodeView<'_>, scratch: &mut Scratch) -> Result<Exceptions> {
+    let width = check(node)?;
+    let sides = decode_sides(node, scratch)?;
+    let result = (|| {
+        let [
             Values::Int(IntVec::U16(counts)),
             Values::Int(IntVec::U16(offsets)),
             Values::Int(high),
-        ],
-        Values::Int(o),
-    ) = (sides, out)
+        ] = &sides[..]
+        else {
+            return Err(Error::corrupt("hipatch children of the wrong types"));
+        };
+        let mut starts = Vec::with_capacity(counts.len() + 1);
+        let mut total = 0usize;
+        starts.push(0);
+        for &c in counts {
+            total += usize::from(c);
+            starts.push(total as u32);
+        }
+        if total != offsets.len() || total != high.len() {
+            return Err(Error::corrupt(format!(
+                "hipatch counts add up to {total} exceptions, the node holds {}",
+                offsets.len()
+            )));
+        }
+        for (vector, w) in starts.windows(2).enumerate() {
+            for &off in &offsets[w[0] as usize..w[1] as usize] {
+                if usize::from(off) >= VECTOR_LEN
+                    || vector * VECTOR_LEN + usize::from(off) >= node.len
+                {
+                    return Err(Error::corrupt(format!(
+                        "hipatch exception at offset {off} of vector {vector}, outside the \
+                         vector or past the end of {} values",
+                        node.len
+                    )));
+                }
+            }
+        }
+        let high = match_ints!(high, T, h => h.iter().map(|x| x.to_u64() << width).collect());
+        Ok(Exceptions {
+            starts,
+            offsets: offsets.clone(),
+            high,
+        })
+    })();
+    sides.into_iter().for_each(|v| scratch.give(v));
+    result
+}
+
+/// Decodes `for | hipatch | ...` in one pass over the output: `low` writes the low bits with
+/// `reference` added (fused with unpacking where the low bits are bit-packed), and each
+/// exception takes the reference off, gets its high bits, and puts it back.
+pub(crate) fn decode_under_reference<U: IntVecOf>(
+    node: &NodeView<'_>,
+    reference: U,
+    out: &mut Vec<U>,
+    scratch: &mut Scratch,
+    low: impl FnOnce(&NodeView<'_>, &mut Vec<U>, &mut Scratch) -> Result<()>,
+) -> Result<()> {
+    let width = check(node)?;
+    low(&node.children[0], out, scratch)?;
+    let sides = decode_sides(node, scratch)?;
+    let result = apply(width, &sides, reference, out);
+    sides.into_iter().for_each(|v| scratch.give(v));
+    result
+}
+
+/// ORs the high bits of each exception, placed by the counts and offsets in `sides`, into the
+/// decoded low bits in `o`, which hold `reference` added (wrapping).
+fn apply<T: IntVecOf>(width: u32, sides: &[Values], reference: T, o: &mut [T]) -> Result<()> {
+    let [
+        Values::Int(IntVec::U16(counts)),
+        Values::Int(IntVec::U16(offsets)),
+        Values::Int(high),
+    ] = sides
     else {
         return Err(Error::corrupt("hipatch children of the wrong types"));
     };
+    let Some(high) = T::slice(high) else {
+        return Err(Error::corrupt("hipatch high bits of the wrong type"));
+    };
     let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
-    if total != offsets.len() {
+    if total != offsets.len() || total != high.len() {
         return Err(Error::corrupt(format!(
             "hipatch counts add up to {total} exceptions, the node holds {}",
             offsets.len()
         )));
     }
-    match_ints!(o, T, o => {
-        let Some(high) = T::slice(high) else {
-            return Err(Error::corrupt("hipatch high bits of the wrong type"));
-        };
-        let len = o.len();
-        let mut k = 0usize;
-        for (vector, &c) in counts.iter().enumerate() {
-            let start = vector * VECTOR_LEN;
-            for (&off, &h) in offsets[k..k + usize::from(c)].iter().zip(&high[k..]) {
-                let p = start + usize::from(off);
-                // `width` is below the type's width whenever there are exceptions.
-                let v = match o.get_mut(p) {
-                    Some(v) if usize::from(off) < VECTOR_LEN => v,
-                    _ => {
-                        return Err(Error::corrupt(format!(
-                            "hipatch exception at offset {off} of vector {vector}, outside \
-                             the vector or past the end of {len} values"
-                        )));
-                    }
-                };
-                *v = T::from_u64_wrapping(v.to_u64() | (h.to_u64() << width));
-            }
-            k += usize::from(c);
+    let len = o.len();
+    let mut k = 0usize;
+    for (vector, &c) in counts.iter().enumerate() {
+        let start = vector * VECTOR_LEN;
+        let c = usize::from(c);
+        for (&off, &h) in offsets[k..k + c].iter().zip(&high[k..k + c]) {
+            let p = start + usize::from(off);
+            let v = match o.get_mut(p) {
+                Some(v) if usize::from(off) < VECTOR_LEN => v,
+                _ => {
+                    return Err(Error::corrupt(format!(
+                        "hipatch exception at offset {off} of vector {vector}, outside the \
+                         vector or past the end of {len} values"
+                    )));
+                }
+            };
+            // `width` is below the type's width whenever there are exceptions.
+            let low = v.wrapping_sub(reference).to_u64();
+            *v = T::from_u64_wrapping(low | (h.to_u64() << width)).wrapping_add(reference);
         }
-    });
+        k += c;
+    }
     Ok(())
 }
 

@@ -919,7 +919,14 @@ fn forms(
         for (slot, child) in enc.slots().iter().zip(&split.children) {
             let child_shape = child_shape(name, slot.name, shape);
             let side = side || (*name == "hipatch" && !slot.name.is_empty());
-            let best = forms(child, child_shape, room - 1, key, scorer, &[], side)
+            // A handful of sampled values (a sample's two exception counts) cannot tell a
+            // constant stream: `constant` would fail on the whole chunk.
+            let skip: &[&str] = if side && child.len() < 8 {
+                &["constant"]
+            } else {
+                &[]
+            };
+            let best = forms(child, child_shape, room - 1, key, scorer, skip, side)
                 .into_iter()
                 .min_by(|a, b| weigh(a, key).total_cmp(&weigh(b, key)));
             let Some(best) = best else { continue 'form };
