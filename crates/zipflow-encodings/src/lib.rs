@@ -21,6 +21,7 @@
 //! [`frame`] (frame of reference), [`zigzag`],
 //! [`delta`], [`rle`], [`dict`], [`constant`], [`patch`] (patched exceptions),
 //! [`hipatch`] (exceptions that keep their low bits, high bits and positions encoded),
+//! [`radix`] (values below a small base packed as the digits of 32-bit numbers),
 //! [`float2int`], [`ans`] (interleaved rANS entropy coder),
 //! [`plain`], [`strdict`] (string dictionary), [`fsst`], [`chardict`] (`chardict16`, the
 //! published character-dictionary coder), [`chartable`] (character tables trained per text).
@@ -41,6 +42,7 @@ mod memo;
 pub mod node;
 pub mod patch;
 pub mod plain;
+pub mod radix;
 pub mod rle;
 pub mod runs;
 pub mod strdict;
@@ -155,6 +157,7 @@ static ENCODINGS: &[&dyn Encoding] = &[
     &words::Words,
     &blockpack::BlockPack,
     &hipatch::HiPatch,
+    &radix::Radix,
 ];
 
 /// All primitives.

@@ -332,6 +332,12 @@ fn calibration_cases() -> Vec<Case> {
             vec![("bitpack", 1.0)],
         ),
         (
+            "radix",
+            Values::Int(IntVec::U8((0..N).map(|_| (rnd() % 3) as u8).collect())),
+            "radix",
+            vec![],
+        ),
+        (
             "hipatch",
             ints(&outliers),
             "hipatch(counts: plain, offsets: plain, high: plain) | plain",
@@ -433,6 +439,7 @@ mod tests {
             "for",
             "patch",
             "hipatch",
+            "radix",
             "plain",
             "rle",
             "zigzag",

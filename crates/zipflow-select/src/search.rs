@@ -260,6 +260,10 @@ enum Family {
 
 /// Integer leaves and inner primitives (their child slots come from the registry).
 const INT_LEAVES: &[&str] = &["bitpack", "plain", "constant"];
+/// Leaves the stream-by-stream cascade also tries: `radix` fits only streams of small values
+/// (dictionary codes), so the exhaustive space, whose size grows with every leaf, leaves it
+/// out.
+const CASCADE_LEAVES: &[&str] = &["bitpack", "plain", "constant", "radix"];
 const INT_INNER: &[&str] = &[
     "for",
     "zigzag",
@@ -892,7 +896,7 @@ fn forms(
     skip: &[&str],
     side: bool,
 ) -> Vec<Sub> {
-    let mut out: Vec<Sub> = INT_LEAVES
+    let mut out: Vec<Sub> = CASCADE_LEAVES
         .iter()
         .filter(|l| !skip.contains(l))
         .filter_map(|l| leaf_sub(stream, shape, l, side, scorer))
@@ -1383,7 +1387,11 @@ mod tests {
                 objective,
                 ..SelectOptions::default()
             };
-            let key = |c: &Candidate| c.size as f64 * per_byte + c.decode_ns;
+            // `smallest` weighs size alone (its decode time only breaks ties).
+            let key = |c: &Candidate| match objective {
+                Objective::Smallest => c.size as f64,
+                _ => c.size as f64 * per_byte + c.decode_ns,
+            };
             let (Some(a), Some(b)) = (
                 select(&values, false, &opts).best().cloned(),
                 exhaustive(&values, false, &opts).best().cloned(),

@@ -30,6 +30,8 @@ const EXTRA_INT_PLANS: &[&str] = &[
     "patch(3) | bitpack",
     "for | patch(0) | bitpack",
     "hipatch(3) | bitpack",
+    "radix",
+    "dict(codes: radix, values: plain)",
     "for | hipatch | bitpack",
     "hipatch(0, counts: bitpack, offsets: plain, high: plain) | plain",
     "bitpack(7)",
