@@ -896,9 +896,11 @@ fn forms(
     skip: &[&str],
     side: bool,
 ) -> Vec<Sub> {
+    // `radix` compiles its base into GPU kernels: on exception streams, whose bases vary
+    // from chunk to chunk, it would multiply the kernels for a few bytes.
     let mut out: Vec<Sub> = CASCADE_LEAVES
         .iter()
-        .filter(|l| !skip.contains(l))
+        .filter(|l| !(skip.contains(l) || side && **l == "radix"))
         .filter_map(|l| leaf_sub(stream, shape, l, side, scorer))
         .collect();
     // Exception streams are a few percent of the values: leaves only, so a `hipatch` costs
