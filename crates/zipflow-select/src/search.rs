@@ -62,7 +62,8 @@ pub enum Objective {
     MinDecodeGbs(f64),
     /// The smallest plan made only of primitives the GPU decoder runs in parallel
     /// ([`GPU_PARALLEL`]): for files decoded on the GPU, where an `ans` block is a chain of
-    /// dependent steps and `fsst`, the character coders, `blockpack` and `hipatch` do not run.
+    /// dependent steps and `fsst`, the character coders, `blockpack`, `hipatch` and `radix` do
+    /// not run.
     Gpu,
 }
 
@@ -210,7 +211,7 @@ impl Selection {
                 Objective::Smallest => "it is the smallest".to_string(),
                 Objective::Gpu => {
                     "it is the smallest the GPU decodes in parallel (no `ans`, `fsst`, \
-                     character coders, `blockpack` or `hipatch`)"
+                     character coders, `blockpack`, `hipatch` or `radix`)"
                         .to_string()
                 }
                 Objective::MinDecodeGbs(x) if w.decode_gbs >= x => {
@@ -896,11 +897,13 @@ fn forms(
     skip: &[&str],
     side: bool,
 ) -> Vec<Sub> {
-    // `radix` compiles its base into GPU kernels: on exception streams, whose bases vary
-    // from chunk to chunk, it would multiply the kernels for a few bytes.
+    // `radix` is for long streams of small values (codes). On a short stream (a dictionary's
+    // entries, exceptions) it saves a few bytes, and its base, compiled into GPU kernels,
+    // varies from chunk to chunk.
+    let short = side || stream.len() < VECTOR_LEN;
     let mut out: Vec<Sub> = CASCADE_LEAVES
         .iter()
-        .filter(|l| !(skip.contains(l) || side && **l == "radix"))
+        .filter(|l| !(skip.contains(l) || short && **l == "radix"))
         .filter_map(|l| leaf_sub(stream, shape, l, side, scorer))
         .collect();
     // Exception streams are a few percent of the values: leaves only, so a `hipatch` costs
