@@ -23,7 +23,7 @@
 
 use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
-use crate::patch::read_meta;
+use crate::patch::{read_meta, resolve_width};
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
 use std::rc::Rc;
 use zipflow_core::VECTOR_LEN;
@@ -171,15 +171,13 @@ impl Encoding for HiPatch {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        let width = check(node)?;
+        check(node)?;
         crate::decode(&node.children[0], out, scratch)?;
-        let sides = decode_sides(node, scratch)?;
-        let result = match out {
-            Values::Int(o) => match_ints!(o, T, o => apply(width, &sides, T::ZERO, o)),
+        let e = exceptions(node, scratch)?;
+        match out {
+            Values::Int(o) => match_ints!(o, T, o => apply(&e, T::ZERO, o)),
             _ => Err(Error::corrupt("hipatch node for non-integer values")),
-        };
-        sides.into_iter().for_each(|v| scratch.give(v));
-        result
+        }
     }
 
     fn params(&self, node: &NodeView<'_>) -> Vec<i64> {
@@ -298,56 +296,26 @@ pub(crate) fn decode_under_reference<U: IntVecOf>(
     scratch: &mut Scratch,
     low: impl FnOnce(&NodeView<'_>, &mut Vec<U>, &mut Scratch) -> Result<()>,
 ) -> Result<()> {
-    let width = check(node)?;
+    check(node)?;
     low(&node.children[0], out, scratch)?;
-    let sides = decode_sides(node, scratch)?;
-    let result = apply(width, &sides, reference, out);
-    sides.into_iter().for_each(|v| scratch.give(v));
-    result
+    apply(&exceptions(node, scratch)?, reference, out)
 }
 
-/// ORs the high bits of each exception, placed by the counts and offsets in `sides`, into the
-/// decoded low bits in `o`, which hold `reference` added (wrapping).
-fn apply<T: IntVecOf>(width: u32, sides: &[Values], reference: T, o: &mut [T]) -> Result<()> {
-    let [
-        Values::Int(IntVec::U16(counts)),
-        Values::Int(IntVec::U16(offsets)),
-        Values::Int(high),
-    ] = sides
-    else {
-        return Err(Error::corrupt("hipatch children of the wrong types"));
-    };
-    let Some(high) = T::slice(high) else {
-        return Err(Error::corrupt("hipatch high bits of the wrong type"));
-    };
-    let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
-    if total != offsets.len() || total != high.len() {
-        return Err(Error::corrupt(format!(
-            "hipatch counts add up to {total} exceptions, the node holds {}",
-            offsets.len()
-        )));
-    }
-    let len = o.len();
-    let mut k = 0usize;
-    for (vector, &c) in counts.iter().enumerate() {
-        let start = vector * VECTOR_LEN;
-        let c = usize::from(c);
-        for (&off, &h) in offsets[k..k + c].iter().zip(&high[k..k + c]) {
-            let p = start + usize::from(off);
-            let v = match o.get_mut(p) {
-                Some(v) if usize::from(off) < VECTOR_LEN => v,
-                _ => {
-                    return Err(Error::corrupt(format!(
-                        "hipatch exception at offset {off} of vector {vector}, outside the \
-                         vector or past the end of {len} values"
-                    )));
-                }
+/// ORs the high bits of each exception into the decoded low bits in `o`, which hold
+/// `reference` added (wrapping). `e` was checked against `o`'s length by [`exceptions`].
+fn apply<T: Int>(e: &Exceptions, reference: T, o: &mut [T]) -> Result<()> {
+    for (vector, w) in e.starts.windows(2).enumerate() {
+        let (start, end) = (w[0] as usize, w[1] as usize);
+        let base = vector * VECTOR_LEN;
+        for (&off, &h) in e.offsets[start..end].iter().zip(&e.high[start..end]) {
+            let Some(v) = o.get_mut(base + usize::from(off)) else {
+                return Err(Error::corrupt(
+                    "hipatch exception past the decoded low bits",
+                ));
             };
-            // `width` is below the type's width whenever there are exceptions.
             let low = v.wrapping_sub(reference).to_u64();
-            *v = T::from_u64_wrapping(low | (h.to_u64() << width)).wrapping_add(reference);
+            *v = T::from_u64_wrapping(low | h).wrapping_add(reference);
         }
-        k += c;
     }
     Ok(())
 }
@@ -360,7 +328,7 @@ fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, [Values; 4])> {
     // Built first: it rejects streams whose positions would not fit in a u32.
     let mut node = EncodedNode::new(ID, v.ptype(), v.len())?;
     let (width, children) = match_ints!(v, T, x => {
-        let width = resolve_width::<T>(plan, x)?;
+        let width = resolve_width::<T>(plan, x, best_width)?;
         let parts = if width >= T::BITS {
             Parts {
                 low: x.clone(),
@@ -383,21 +351,6 @@ fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, [Values; 4])> {
     node.meta = vec![width as u8];
     node.meta.extend_from_slice(&count.to_le_bytes());
     Ok((node, children))
-}
-
-fn resolve_width<T: Int>(plan: &Plan, values: &[T]) -> Result<u32> {
-    match plan.params.first() {
-        None => Ok(best_width(values)),
-        Some(&w) if w < 0 || w > i64::from(T::BITS) => Err(Error::plan(
-            plan,
-            format!(
-                "bit width {w} is outside 0..={} for {} values",
-                T::BITS,
-                T::PTYPE
-            ),
-        )),
-        Some(&w) => Ok(w as u32),
-    }
 }
 
 #[cfg(test)]

@@ -236,7 +236,7 @@ fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, Values)> {
     // Built first: it rejects streams whose positions would not fit in a u32.
     let mut node = EncodedNode::new(ID, v.ptype(), v.len())?;
     let (width, positions, values, child) = match_ints!(v, T, x => {
-        let width = resolve_width::<T>(plan, x)?;
+        let width = resolve_width::<T>(plan, x, best_width)?;
         let (positions, exceptions, cleaned) = split(x, width);
         let values: Vec<u8> = bytemuck::cast_slice(&exceptions).to_vec();
         (width, positions, values, Values::Int(T::wrap(cleaned)))
@@ -250,9 +250,15 @@ fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, Values)> {
     Ok((node, child))
 }
 
-fn resolve_width<T: Int>(plan: &Plan, values: &[T]) -> Result<u32> {
+/// The plan's width parameter, checked against `T`, or `best(values)` when the plan gives
+/// none (`patch`, `hipatch`).
+pub(crate) fn resolve_width<T: Int>(
+    plan: &Plan,
+    values: &[T],
+    best: fn(&[T]) -> u32,
+) -> Result<u32> {
     match plan.params.first() {
-        None => Ok(best_width(values)),
+        None => Ok(best(values)),
         Some(&w) if w < 0 || w > i64::from(T::BITS) => Err(Error::plan(
             plan,
             format!(
