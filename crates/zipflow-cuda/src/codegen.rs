@@ -64,6 +64,9 @@ pub const ERR_RLE_SUM: i32 = 4;
 pub const ERR_ANS: i32 = 8;
 /// Error bit: string lengths, token counts or byte totals that disagree with each other.
 pub const ERR_STR: i32 = 16;
+/// Error bit: `hipatch` exception counts that do not add up to the node's, or an offset
+/// outside its vector, past the stream's end or not after the one before it.
+pub const ERR_PATCH: i32 = 32;
 /// Dictionaries of at most this many entries are read from shared memory.
 pub const DICT_SHARED: usize = 1024;
 /// Name of the generated kernel.
@@ -147,6 +150,8 @@ pub const SLOT_OUT: usize = 0;
 /// - `for`: reference bits; `constant`: value bits; `delta`: base bits;
 /// - `patch`, `float2int`: byte offsets of positions and exception values, exception count
 ///   (`float2int` then the bits of `10^E` as an f64);
+/// - `hipatch`: the low bits' width `W`, exception count;
+/// - `radix`: byte offset of the groups (the base is compiled in, see [`Shape::width`]);
 /// - `ans`: byte offsets of the states, block starts and words, the number of words, the
 ///   block size's log2, the byte offset of the cumulative frequencies (`nsym + 1` u32, staged
 ///   by the host after the tree) and `nsym`;
@@ -154,8 +159,8 @@ pub const SLOT_OUT: usize = 0;
 pub fn param_slots(op: Op) -> usize {
     match op {
         Op::ZigZag | Op::Rle | Op::Dict => 0,
-        Op::For | Op::Constant | Op::Delta => 1,
-        Op::BitPack => 2,
+        Op::For | Op::Constant | Op::Delta | Op::Radix => 1,
+        Op::BitPack | Op::HiPatch => 2,
         Op::Patch => 3,
         Op::Plain | Op::StrDict | Op::Words => 4,
         Op::FloatToInt => 4,
@@ -191,10 +196,11 @@ fn acc(p: PType) -> &'static str {
 
 /// Whether `op` writes its output to a buffer in kernels of `kind`. In chunk kernels `patch`
 /// and `float2int` are expressions instead (a binary search over the exception positions, or
-/// nothing when a chunk has none), which spares a pass through device memory.
+/// nothing when a chunk has none), which spares a pass through device memory. `hipatch`
+/// places its exceptions by vector, so it always writes its low bits first.
 pub fn materialised(op: Op, kind: KernelKind) -> bool {
     match op {
-        Op::Delta | Op::Rle | Op::Ans => true,
+        Op::Delta | Op::Rle | Op::Ans | Op::HiPatch => true,
         Op::Patch | Op::FloatToInt => kind == KernelKind::Tile,
         _ => false,
     }
@@ -220,7 +226,10 @@ pub fn kind_of(shape: &Shape) -> KernelKind {
             return true;
         }
         s.children.iter().enumerate().any(|(i, c)| {
-            let moved = elsewhere || (s.op == Op::Dict && i == 1) || s.op == Op::Rle;
+            let moved = elsewhere
+                || (s.op == Op::Dict && i == 1)
+                || (s.op == Op::HiPatch && i > 0)
+                || s.op == Op::Rle;
             chunk(c, moved)
         })
     }
@@ -262,7 +271,14 @@ fn check_types(s: &Shape) -> Result<()> {
                 && dict(1)
                 && child(2) == Some(PType::U32)
         }
-        Op::BitPack => int && n == 0,
+        Op::BitPack | Op::Radix => int && n == 0,
+        Op::HiPatch => {
+            int && n == 4
+                && child(0) == Some(s.ptype)
+                && child(1) == Some(PType::U16)
+                && child(2) == Some(PType::U16)
+                && child(3) == Some(s.ptype)
+        }
         Op::Constant => n == 0,
         Op::For | Op::ZigZag => int && n == 1 && child(0) == Some(s.ptype.to_unsigned()),
         Op::Delta | Op::Patch => int && n == 1 && child(0) == Some(s.ptype),
@@ -393,6 +409,7 @@ typedef double f64;
 #define ZF_ERR_RLE_SUM 4
 #define ZF_ERR_ANS 8
 #define ZF_ERR_STR 16
+#define ZF_ERR_PATCH 32
 
 struct Env {
   const u8* in;
@@ -545,7 +562,7 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
         KernelKind::Chunk => ("  const u32 p0 = 0u, p1 = len;\n", ""),
     };
     let root = &nodes[0];
-    let lanes = match lane_body(&nodes, kind)? {
+    let lanes = match lane_body(&g, kind)? {
         Some(l) => Some(l),
         None => dict_lane_body(&nodes, kind, &g.prologue)?,
     };
@@ -610,15 +627,28 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
 /// in every shift and word index is a constant. 32-bit words: 32 lanes, two warps per vector;
 /// 64-bit words: 16 lanes, a warp covers two vectors, four warps their 64 rows. A block of 8
 /// warps covers its `ZF_TILE_VECTORS` = 4 vectors either way. `None` for other shapes.
-fn lane_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<(String, String)>> {
+///
+/// Over `hipatch` (`hipatch | bitpack`, `for | hipatch | bitpack`) the low bits go lane by
+/// lane the same way, then one warp per vector ORs that vector's exceptions in, taking the
+/// reference off and putting it back.
+fn lane_body(g: &Gen<'_>, kind: KernelKind) -> Result<Option<(String, String)>> {
+    let nodes = g.nodes;
     if kind != KernelKind::Tile || TILE_THREADS != 256 || TILE_VECTORS != 4 {
         return Ok(None);
     }
-    let (bp, reference) = match nodes {
-        [n] if n.op == Op::BitPack => (n, None),
-        [f, n] if f.op == Op::For && n.op == Op::BitPack => (n, Some(f.base + 1)),
+    let hp = |h: &NodeSlots, below: usize| {
+        h.op == Op::HiPatch && h.children.first() == Some(&below) && nodes[below].op == Op::BitPack
+    };
+    let (bpi, reference, patched) = match nodes {
+        [n] if n.op == Op::BitPack => (0, None, None),
+        [f, n] if f.op == Op::For && n.op == Op::BitPack => (1, Some(f.base + 1), None),
+        [h, ..] if hp(h, 1) => (1, None, Some(0)),
+        [f, h, ..] if f.op == Op::For && f.children == [1] && hp(h, 2) => {
+            (2, Some(f.base + 1), Some(1))
+        }
         _ => return Ok(None),
     };
+    let bp = &nodes[bpi];
     let bytes = bp.ptype.byte_width();
     if !matches!(bytes, 4 | 8) || nodes[0].ptype.byte_width() != bytes {
         return Ok(None);
@@ -679,8 +709,9 @@ __device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
              default: zf_rows<48u>(e, o, vw, p0, lane); break;",
         )
     };
-    let body = format!(
-        r#"  {place}
+    let Some(h) = patched else {
+        let body = format!(
+            r#"  {place}
   const u32 p0 = (vec + v) * 1024u;
   if (p0 >= len) return;
   if (p0 + 1024u <= len && {w} != 0u) {{
@@ -692,6 +723,66 @@ __device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
     const u32 p1 = min(p0 + 1024u, len);
     // The vector's 64 threads, numbered within it.
     for (u32 p = p0 + rg * {lanes}u + lane; p < p1; p += 64u) o[p] = zf_n0(e, p);
+  }}
+"#,
+            off = bp.base + 1,
+        );
+        return Ok(Some((rows, body)));
+    };
+    let hn = &nodes[h];
+    let (offsets, high) = (hn.children[2], hn.children[3]);
+    let rows = format!(
+        r#"{rows}
+// Exception j of vector v in full: its low bits unpacked again, its high bits ORed in (the
+// reference added), and its position q (~0u when the offset is bad).
+__device__ __forceinline__ {t} zf_hpx(const Env& e, u32 v, u32 j, u32 j0, u32& q) {{
+  const u32 off = (u32)zf_n{offsets}(e, j);
+  q = v * 1024u + off;
+  if (off >= 1024u || q >= (u32)e.prm[{hlen}] || (j > j0 && off <= (u32)zf_n{offsets}(e, j - 1u))) {{
+    atomicOr(e.err, ZF_ERR_PATCH);
+    q = ~0u;
+    return ({t})0;
+  }}
+  return ({t})((({word})zf_n{bpi}(e, q) | (({word})zf_n{high}(e, j) << (u32)e.prm[{wslot}])){add});
+}}
+"#,
+        hlen = hn.base,
+        wslot = hn.base + 1,
+    );
+    // No thread returns early: the stores of exceptions wait for every lane's low bits.
+    let body = format!(
+        r#"  {place}
+  // The first ZF_TILE_VECTORS warps take a vector's exceptions each: found and computed in
+  // full before the low bits are written (their loads overlap the other warps' unpacking),
+  // stored after.
+  const u32 hv = vec + (threadIdx.x >> 5), hl = threadIdx.x & 31u;
+  const bool hw = threadIdx.x < 32u * ZF_TILE_VECTORS && hv * 1024u < len;
+  u32 hj0 = 0u, hj1 = 0u, hq = ~0u;
+  {t} hx = ({t})0;
+  if (hw) {{
+    zf_hp{h}(e, hv, hj0, hj1);
+    if (hj0 + hl < hj1) hx = zf_hpx(e, hv, hj0 + hl, hj0, hq);
+  }}
+  const u32 p0 = (vec + v) * 1024u;
+  if (p0 < len) {{
+    if (p0 + 1024u <= len && {w} != 0u) {{
+      const {word}* __restrict__ vw = (const {word}*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * ({lanes}u * {w}) + lane;
+      switch (rg) {{
+{groups}
+      }}
+    }} else {{
+      const u32 p1 = min(p0 + 1024u, len);
+      for (u32 p = p0 + rg * {lanes}u + lane; p < p1; p += 64u) o[p] = ({t})(({word})zf_n{bpi}(e, p){add});
+    }}
+  }}
+  __syncthreads();
+  if (hw) {{
+    if (hq != ~0u) o[hq] = hx;
+    for (u32 j = hj0 + 32u + hl; j < hj1; j += 32u) {{
+      u32 q;
+      const {t} x = zf_hpx(e, hv, j, hj0, q);
+      if (q != ~0u) o[q] = x;
+    }}
   }}
 "#,
         off = bp.base + 1,
@@ -810,6 +901,30 @@ fn width_expr(n: &NodeSlots) -> String {
     }
 }
 
+/// The body of `radix` node `n`'s device function: digit `p % m` of group `p / m`, whose `k`
+/// bits are read from two 32-bit words. The base is compiled in, so every division is a
+/// multiply; the group is divided by `B^(p % m)` one bit of `p % m` at a time.
+fn radix_body(n: &NodeSlots, t: &str) -> Result<String> {
+    let base = n
+        .width
+        .filter(|b| (2..=255).contains(b))
+        .ok_or_else(|| Error::corrupt("radix node without a base in 2..=255"))?;
+    let (m, k) = zipflow_encodings::radix::layout(base);
+    let mask = if k == 32 { u32::MAX } else { (1u32 << k) - 1 };
+    let mut steps = String::new();
+    let mut bit = 1u32;
+    let mut power = u64::from(base);
+    while bit < m {
+        steps.push_str(&format!("  if (d & {bit}u) g /= {power}u;\n"));
+        bit <<= 1;
+        power = power.saturating_mul(power);
+    }
+    Ok(format!(
+        "  // radix({base}): {m} digits in {k} bits a group\n  const u32 j = p / {m}u, d = p - j * {m}u;\n  const u64 bit = (u64)j * {k}u;\n  const u32* w = (const u32*)(e.in + e.prm[{off}]) + (bit >> 5);\n  const u32 sh = (u32)bit & 31u;\n  u64 x = __ldg(w);\n  if (sh + {k}u > 32u) x |= (u64)__ldg(w + 1) << 32;\n  u32 g = (u32)(x >> sh) & {mask}u;\n  (void)d;\n{steps}  return ({t})(g % {base}u);\n",
+        off = n.base + 1,
+    ))
+}
+
 struct Gen<'a> {
     nodes: &'a [NodeSlots],
     kind: KernelKind,
@@ -897,6 +1012,7 @@ impl Gen<'_> {
                 "  const {a} z = ({a})zf_n{c}(e, p);\n  return ({t})({u})((z >> 1) ^ (({a})0 - (z & ({a})1)));\n",
                 c = ch(0)
             ),
+            Op::Radix => radix_body(&n, t)?,
             Op::Constant => match n.ptype {
                 PType::F32 => format!("  return __int_as_float((int)(u32)e.prm[{}]);\n", b + 1),
                 PType::F64 => format!(
@@ -943,7 +1059,10 @@ impl Gen<'_> {
                     n.ptype
                 )));
             }
-            Op::Patch | Op::FloatToInt | Op::Delta | Op::Rle | Op::Ans => {
+            Op::Patch | Op::FloatToInt | Op::HiPatch | Op::Delta | Op::Rle | Op::Ans => {
+                if n.op == Op::HiPatch {
+                    self.hipatch_vector(k);
+                }
                 self.stage(k)?;
                 format!("  return {};\n", self.buf(k, "p")?)
             }
@@ -990,6 +1109,62 @@ impl Gen<'_> {
         Ok((raw, conv))
     }
 
+    /// Emits `zf_hp<k>(e, v, j0, j1)`: the exceptions `[j0, j1)` of vector `v` of `hipatch`
+    /// node `k`, found by summing the counts before it across a warp (every lane calls it),
+    /// checked against the node's exception count.
+    fn hipatch_vector(&mut self, k: usize) {
+        let n = &self.nodes[k];
+        let (b, counts) = (n.base, n.children[1]);
+        self.src.push_str(&format!(
+            r#"
+// node {k}: hipatch: the exceptions [j0, j1) of vector v; every lane of the warp calls it.
+__device__ __forceinline__ void zf_hp{k}(const Env& e, u32 v, u32& j0, u32& j1) {{
+  const u32 lane = threadIdx.x & 31u, cnt = (u32)e.prm[{cnt}], n = (u32)e.prm[{b}];
+  u32 s = 0u;
+  for (u32 i = lane; i < v; i += 32u) s += (u32)zf_n{counts}(e, i);
+#pragma unroll
+  for (u32 d = 16u; d > 0u; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d);
+  const u32 end = s + (u32)zf_n{counts}(e, v);
+  const bool last = v + 1u == (n + 1023u) >> 10;
+  if (lane == 0u && (end > cnt || end < s || (last && end != cnt))) atomicOr(e.err, ZF_ERR_PATCH);
+  j1 = min(end, cnt);
+  j0 = min(s, j1);
+}}
+"#,
+            cnt = b + 2,
+        ));
+    }
+
+    /// Code that ORs the exceptions of vector `v` of `hipatch` node `k` into `slot` (a place
+    /// indexed by `q`, the exception's position), run by one whole warp; `reference` is a
+    /// `for` reference the slot holds added, taken off and put back.
+    fn hipatch_apply(&self, k: usize, slot: &str, reference: Option<&str>) -> Result<String> {
+        let n = &self.nodes[k];
+        let t = ctype(n.ptype)?;
+        let a = acc(n.ptype);
+        let (b, offsets, high) = (n.base, n.children[2], n.children[3]);
+        let (take, put) = match reference {
+            Some(r) => (format!(" - ({a}){r}"), format!(" + ({a}){r}")),
+            None => (String::new(), String::new()),
+        };
+        Ok(format!(
+            r#"      u32 j0, j1;
+      zf_hp{k}(e, v, j0, j1);
+      const u32 W = (u32)e.prm[{w}], n = (u32)e.prm[{b}];
+      for (u32 j = j0 + (threadIdx.x & 31u); j < j1; j += 32u) {{
+        const u32 off = (u32)zf_n{offsets}(e, j), q = v * 1024u + off;
+        if (off >= 1024u || q >= n || (j > j0 && off <= (u32)zf_n{offsets}(e, j - 1u))) {{
+          atomicOr(e.err, ZF_ERR_PATCH);
+          continue;
+        }}
+        const {a} h = ({a})zf_n{high}(e, j) << W;
+        {slot} = ({t})(((({a}){slot}{take}) | h){put});
+      }}
+"#,
+            w = b + 1,
+        ))
+    }
+
     /// Emits the stage that materialises node `k`.
     fn stage(&mut self, k: usize) -> Result<()> {
         let n = self.nodes[k].clone();
@@ -1034,6 +1209,20 @@ impl Gen<'_> {
                     cnt = b + 3,
                 )
             }
+            Op::HiPatch => format!(
+                r#"  {{ // node {k}: hipatch: the low bits, then each vector's exceptions ORed in
+    const u32 s0 = {s0}, s1 = {s1};
+    for (u32 p = s0 + threadIdx.x; p < s1; p += ZF_THREADS) {bp} = zf_n{low}(e, p);
+    __syncthreads();
+    for (u32 v = (s0 >> 10) + (threadIdx.x >> 5); v < (s1 + 1023u) >> 10; v += ZF_THREADS / 32u) {{
+{apply}    }}
+    __syncthreads();
+  }}
+"#,
+                bp = self.buf(k, "p")?,
+                low = ch(0),
+                apply = self.hipatch_apply(k, &self.buf(k, "q")?, None)?,
+            ),
             Op::Delta => format!(
                 r#"  {{ // node {k}: delta: wrapping prefix sum over the chunk, tile by tile
     const u32 n = (u32)e.prm[{b}];
@@ -1341,6 +1530,154 @@ mod tests {
                 k.source
             );
         }
+    }
+
+    /// Values below 2^20 with one in 32 spilling one bit past them.
+    fn spilled() -> Values {
+        Values::Int(IntVec::I64(
+            (0..5000)
+                .map(|i| 1000 + (i * 7919) % (1 << 20) + if i % 32 == 5 { 1 << 20 } else { 0 })
+                .collect(),
+        ))
+    }
+
+    #[test]
+    fn hipatch_roots_decode_lane_by_lane_and_store_exceptions_computed_in_full() {
+        for (plan, low, reference) in [
+            ("hipatch | bitpack", "zf_n1(e, p)", false),
+            (
+                "for | hipatch | bitpack",
+                "zf_n2(e, p) + (u64)e.prm[2]",
+                true,
+            ),
+        ] {
+            let k = generate(&shape_of(plan, &spilled())).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(k.kind, KernelKind::Tile, "{plan}");
+            let src = &k.source;
+            assert!(
+                src.contains("default: zf_rows<48u>(e, o, vw, p0, lane);"),
+                "{plan}"
+            );
+            // Partial vectors take the low bits alone; no thread leaves before the barrier.
+            assert!(src.contains(low), "{plan}: no `{low}` in\n{src}");
+            assert!(!src.contains("if (p0 >= len) return;"), "{plan}");
+            // Exceptions found and computed before the low bits, stored after the barrier.
+            let (before, after) = src
+                .split_once("  __syncthreads();\n  if (hw) {")
+                .unwrap_or_else(|| panic!("{plan}: no exception stores in\n{src}"));
+            let hp = if reference { 1 } else { 0 };
+            let found = before
+                .find(&format!("zf_hp{hp}(e, hv, hj0, hj1);"))
+                .unwrap_or_else(|| panic!("{plan}: exceptions not found first"));
+            assert!(found < before.find("switch (rg)").unwrap_or(0), "{plan}");
+            assert!(after.contains("if (hq != ~0u) o[hq] = hx;"), "{plan}");
+            let full = if reference {
+                "return (i64)(((u64)zf_n2(e, q) | ((u64)zf_n5(e, j) << (u32)e.prm[4])) + (u64)e.prm[2]);"
+            } else {
+                "return (i64)(((u64)zf_n1(e, q) | ((u64)zf_n4(e, j) << (u32)e.prm[2])));"
+            };
+            assert!(src.contains(full), "{plan}: no `{full}` in\n{src}");
+            // Counts summed across the warp; offsets checked in order.
+            assert!(
+                src.contains("s += __shfl_xor_sync(0xffffffffu, s, d);"),
+                "{plan}"
+            );
+            assert!(src.contains("atomicOr(e.err, ZF_ERR_PATCH);"), "{plan}");
+        }
+    }
+
+    #[test]
+    fn hipatch_elsewhere_is_a_stage() {
+        // Under `zigzag` in a tile: low bits to shared memory, then one warp's exceptions.
+        let k = generate(&shape_of("zigzag | hipatch | bitpack", &spilled()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k.kind, KernelKind::Tile);
+        assert!(
+            k.source.contains("__shared__ u64 zf_m1[1024]"),
+            "{}",
+            k.source
+        );
+        assert!(
+            k.source.contains("zf_m1[(p) & 1023u] = zf_n2(e, p);"),
+            "{}",
+            k.source
+        );
+        assert!(
+            k.source
+                .contains("zf_m1[(q) & 1023u] = (u64)((((u64)zf_m1[(q) & 1023u]) | h));")
+        );
+        // Under `delta`: a chunk kernel with the low bits in scratch.
+        let k = generate(&shape_of("delta | hipatch | bitpack", &spilled()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k.kind, KernelKind::Chunk);
+        assert!(k.nodes[1].scratch.is_some());
+        assert!(
+            k.source
+                .contains("v < (s1 + 1023u) >> 10; v += ZF_THREADS / 32u")
+        );
+        // Side streams that need a stage are read at exception positions: a chunk kernel.
+        let k = generate(&shape_of("hipatch(counts: rle) | bitpack", &spilled()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k.kind, KernelKind::Chunk);
+    }
+
+    #[test]
+    fn strings_of_one_length_expand_row_by_row() {
+        let mut b = zipflow_core::values::ByteStrings::default();
+        b.offsets.push(0);
+        for i in 0..5000u64 {
+            b.data.push(b"ANR"[(i % 3) as usize]);
+            b.offsets.push(b.data.len() as u64);
+        }
+        let flags = Values::Bytes(b);
+        for plan in ["strdict(codes: radix)", "strdict(codes: bitpack)"] {
+            let shape = shape_of(plan, &flags);
+            assert!(
+                shape.key().contains("for:u32(bitpack(0):u32)"),
+                "{}",
+                shape.key()
+            );
+            let k = generate(&shape).unwrap_or_else(|e| panic!("{plan}: {e}"));
+            for needle in [
+                "tab[2u * s + 1u] = (u32)min((u64)r * L, (u64)claimed);",
+                "const u64 g = at + (u64)r * L;",
+                "if (ow == 8u) ((u64*)o)[r] = g; else if (ow == 4u) ((u32*)o)[r] = (u32)g;",
+            ] {
+                assert!(k.source.contains(needle), "{plan}: no `{needle}`");
+            }
+            // No sums over the rows' lengths.
+            assert!(!k.source.contains("zf_scan_excl<u64>(b, &bt)"), "{plan}");
+        }
+        // Entries of several lengths keep the general expansion.
+        let k = generate(&shape_of("strdict(codes: bitpack)", &texts()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!k.source.contains("const u64 g = at + (u64)r * L;"));
+    }
+
+    #[test]
+    fn radix_divides_by_constant_powers_of_its_base() {
+        let v = Values::Int(IntVec::U8((0..5000).map(|i| (i * 7 % 3) as u8).collect()));
+        let shape = shape_of("radix", &v);
+        assert_eq!(shape.key(), "radix(3):u8");
+        let k = generate(&shape).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k.kind, KernelKind::Tile);
+        for needle in [
+            "const u32 j = p / 17u, d = p - j * 17u;",
+            "const u64 bit = (u64)j * 27u;",
+            "if (sh + 27u > 32u)",
+            "u32 g = (u32)(x >> sh) & 134217727u;",
+            "if (d & 1u) g /= 3u;",
+            "if (d & 16u) g /= 43046721u;",
+            "return (u8)(g % 3u);",
+        ] {
+            assert!(k.source.contains(needle), "no `{needle}` in\n{}", k.source);
+        }
+        assert!(!k.source.contains("if (d & 32u)"));
+        // Each base its own kernel.
+        let five = Values::Int(IntVec::U8((0..5000).map(|i| (i % 5) as u8).collect()));
+        let k5 = generate(&shape_of("radix", &five)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(k5.source.contains("const u32 j = p / 3u, d = p - j * 3u;"));
+        assert!(k5.source.contains("if (d & 2u) g /= 25u;"));
     }
 
     #[test]

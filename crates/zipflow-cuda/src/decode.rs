@@ -17,8 +17,8 @@
 
 use crate::codegen::strings::EXPAND_NAME;
 use crate::codegen::{
-    ERR_ANS, ERR_DICT, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR, KERNEL_NAME, Kernel, KernelKind,
-    SLOT_OUT, generate,
+    ERR_ANS, ERR_DICT, ERR_PATCH, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR, KERNEL_NAME, Kernel,
+    KernelKind, SLOT_OUT, generate,
 };
 use crate::device::{Gpu, cuda};
 use crate::shape::{Op, Shape};
@@ -32,7 +32,7 @@ use std::sync::Arc;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, PType, Result, VECTOR_LEN, Values, with_int_ptype};
 use zipflow_encodings::node::cast_or_copy;
-use zipflow_encodings::{NodeView, ans, bitpack, dict, float2int, patch, words};
+use zipflow_encodings::{NodeView, ans, bitpack, dict, float2int, hipatch, patch, radix, words};
 use zipflow_format::ZfFile;
 
 /// Chunks per upload batch: large enough that a batch's tile kernels fill the GPU and a copy
@@ -718,6 +718,12 @@ impl<'g> ColumnDecoder<'g> {
                 "string lengths, token counts or byte counts disagree",
             ));
         }
+        if f & ERR_PATCH != 0 {
+            return Err(Error::corrupt(
+                "hipatch exception counts do not add up, or an offset is outside its vector \
+                 or out of order",
+            ));
+        }
         Ok(())
     }
 
@@ -939,6 +945,21 @@ impl Filler<'_> {
                 }
                 meta.finish(name)?;
                 same_len(&node.children[0], name)?;
+            }
+            Op::HiPatch => {
+                let w = hipatch::check(node)?;
+                self.prm[b + 1] = u64::from(w);
+                self.prm[b + 2] = node.children[2].len as u64;
+            }
+            Op::Radix => {
+                let layout = radix::check(node)?;
+                if slots.width != Some(layout.base) {
+                    return Err(Error::corrupt(format!(
+                        "radix base {} in a kernel compiled for base {:?}",
+                        layout.base, slots.width
+                    )));
+                }
+                self.prm[b + 1] = self.offset(layout.groups, 4)?;
             }
             Op::Constant => {
                 node.expect_shape(name, 0, 0)?;

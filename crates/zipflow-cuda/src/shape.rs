@@ -8,8 +8,8 @@
 
 use zipflow_core::{Error, PType, Result};
 use zipflow_encodings::{
-    NodeView, ans, bitpack, by_id, constant, delta, dict, float2int, frame, patch, plain, rle,
-    strdict, words, zigzag,
+    NodeView, ans, bitpack, by_id, constant, delta, dict, float2int, frame, hipatch, patch, plain,
+    radix, rle, strdict, words, zigzag,
 };
 
 /// A primitive the GPU decoder handles.
@@ -33,6 +33,10 @@ pub enum Op {
     Constant,
     /// `patch`: patched exceptions.
     Patch,
+    /// `hipatch`: exceptions whose high bits are ORed over their low bits.
+    HiPatch,
+    /// `radix`: values below a small base packed as the digits of `k`-bit numbers.
+    Radix,
     /// `float2int`: decimal scaling with exceptions.
     FloatToInt,
     /// `ans`: interleaved rANS, one warp per block.
@@ -56,6 +60,8 @@ impl Op {
             dict::ID => Op::Dict,
             constant::ID => Op::Constant,
             patch::ID => Op::Patch,
+            hipatch::ID => Op::HiPatch,
+            radix::ID => Op::Radix,
             float2int::ID => Op::FloatToInt,
             ans::ID => Op::Ans,
             strdict::ID => Op::StrDict,
@@ -82,6 +88,8 @@ impl Op {
             Op::Dict => "dict",
             Op::Constant => "constant",
             Op::Patch => "patch",
+            Op::HiPatch => "hipatch",
+            Op::Radix => "radix",
             Op::FloatToInt => "float2int",
             Op::Ans => "ans",
             Op::StrDict => "strdict",
@@ -94,7 +102,7 @@ impl Op {
     pub fn is_materialised(self) -> bool {
         matches!(
             self,
-            Op::Delta | Op::Rle | Op::Patch | Op::FloatToInt | Op::Ans
+            Op::Delta | Op::Rle | Op::Patch | Op::HiPatch | Op::FloatToInt | Op::Ans
         )
     }
 
@@ -116,8 +124,9 @@ pub struct Shape {
     pub op: Op,
     /// The physical type the node decodes to.
     pub ptype: PType,
-    /// A `bitpack` node's bit width, compiled into the kernel as a constant (`None` for other
-    /// primitives, and for a width past the type's bits, which the descriptor check rejects).
+    /// A `bitpack` node's bit width or a `radix` node's base, compiled into the kernel as a
+    /// constant (`None` for other primitives, and for a width past the type's bits or a base
+    /// outside 2..=255, which the descriptor check rejects).
     pub width: Option<u32>,
     /// Child shapes, in the primitive's slot order.
     pub children: Vec<Shape>,
@@ -139,10 +148,12 @@ impl Shape {
             .iter()
             .map(Shape::of)
             .collect::<Result<Vec<_>>>()?;
-        let width = (op == Op::BitPack)
-            .then(|| node.meta.first().map(|&w| u32::from(w)))
-            .flatten()
-            .filter(|&w| w as usize <= node.ptype.byte_width() * 8);
+        let first = node.meta.first().map(|&w| u32::from(w));
+        let width = match op {
+            Op::BitPack => first.filter(|&w| w as usize <= node.ptype.byte_width() * 8),
+            Op::Radix => first.filter(|&b| b >= 2),
+            _ => None,
+        };
         Ok(Shape {
             op,
             ptype: node.ptype,

@@ -69,8 +69,36 @@ fn int_cases<T: Int>() -> Vec<Vec<T>> {
     cases.push([T::MIN, T::MAX, T::ZERO, T::MAX, T::MIN].repeat(700));
     // Few distinct values (dictionary).
     cases.push((0..6000).map(|_| f(r() % 37 * 1_000_003)).collect());
+    // A 3 % one-bit spill over 12 bits, a partial last vector, and vectors without any.
+    cases.push(
+        (0..70_001u64)
+            .map(|i| {
+                let spill = i % 33 == 4 && (i / 1024) % 5 != 3;
+                f(r() % 4096 + if spill { 4096 + (r() % 3) * 8192 } else { 0 })
+            })
+            .collect(),
+    );
+    // Values below small bases (radix), with partial groups at the end.
+    for (base, n) in [(3u64, 70_001usize), (5, 3001), (7, 1025), (2, 999)] {
+        cases.push((0..n).map(|_| f(r() % base)).collect());
+    }
     cases
 }
+
+/// Plans over `hipatch` and `radix`, which the candidate list holds only in part.
+const PATCHED_AND_RADIX: &[&str] = &[
+    "hipatch | bitpack",
+    "for | hipatch | bitpack",
+    "hipatch(counts: plain, offsets: bitpack, high: constant) | bitpack",
+    "for | hipatch(3, high: plain) | bitpack",
+    "zigzag | hipatch | bitpack",
+    "delta | hipatch(counts: bitpack, offsets: plain, high: for | bitpack) | bitpack",
+    "hipatch(counts: rle) | for | bitpack",
+    "dict(codes: bitpack, values: for | hipatch | bitpack)",
+    "radix",
+    "dict(codes: radix, values: for | bitpack)",
+    "zigzag | radix",
+];
 
 /// Edge-case streams of floats: decimals, specials, random bits.
 fn float_cases() -> Vec<Vec<f64>> {
@@ -331,7 +359,10 @@ fn every_candidate_plan_matches_the_cpu() -> Result<()> {
                 "delta | zigzag | ans",
                 "dict(codes: ans, values: for | bitpack)",
                 "rle(values: ans, runs: ans)",
-            ] {
+            ]
+            .into_iter()
+            .chain(PATCHED_AND_RADIX.iter().copied())
+            {
                 extra.push(p.parse()?);
             }
         }
@@ -367,6 +398,9 @@ fn string_plans_match_the_cpu() -> Result<()> {
         "words(codes: ans(7), dict: plain(lengths: plain, bytes: ans), counts: for | bitpack)",
         "plain(lengths: ans, bytes: ans)",
         "plain(lengths: bitpack, bytes: plain)",
+        "strdict(codes: radix)",
+        "strdict(codes: hipatch | bitpack)",
+        "words(codes: bitpack, counts: radix)",
     ];
     let mut plans = zipflow_select::candidates(PType::Bytes);
     for p in extra {
@@ -414,6 +448,21 @@ fn corrupt_strings_are_errors() -> Result<()> {
     // No byte count at all for a dictionary of strings.
     let e = decode_trees(&gpu, PType::Bytes, &[&node], None);
     assert!(matches!(e, Err(Error::Invalid { .. })), "{e:?}");
+    // Strings of one length (expanded row by row): a wrong byte count, a code past the end.
+    let ones = strings(
+        &(0..5000)
+            .map(|i| vec![b'A' + (i % 3) as u8])
+            .collect::<Vec<_>>(),
+    );
+    let node = encode(&"strdict(codes: radix)".parse()?, &ones)?.to_bytes()?;
+    for wrong in [5001, 4999, 0] {
+        let e = decode_trees(&gpu, PType::Bytes, &[&node], Some(&[wrong]));
+        assert!(matches!(e, Err(Error::Corrupt { .. })), "{wrong}: {e:?}");
+    }
+    let mut node = encode(&"strdict(codes: plain)".parse()?, &ones)?;
+    node.children[0].buffers[0][40] = 3;
+    let e = decode_trees(&gpu, PType::Bytes, &[&node.to_bytes()?], Some(&[5000]));
+    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
     // Token counts that ask for more tokens than the codes hold.
     let mut node = encode(&"words(codes: plain, counts: plain)".parse()?, &flags)?;
     node.children[2].buffers[0][0..4].copy_from_slice(&7u32.to_le_bytes());
@@ -487,6 +536,37 @@ fn corrupt_runs_and_codes_are_errors() -> Result<()> {
     node.children[0].buffers[0][17] = 200;
     let e = decode_trees(&gpu, PType::I64, &[&node.to_bytes()?], None);
     assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    // hipatch: outliers at 0, 1030, 1031 and 2999 (vectors 0, 1, 1, 2).
+    let mut outliers: Vec<u32> = (0..3000).map(|i| i % 8).collect();
+    for p in [0, 1030, 1031, 2999] {
+        outliers[p] = 1 << 20;
+    }
+    let v = Values::Int(IntVec::U32(outliers));
+    let plan = "hipatch(3, counts: plain, offsets: plain, high: plain) | bitpack".parse()?;
+    let good = encode(&plan, &v)?;
+    let u16s = |x: &[u16]| x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
+    for (what, counts, offsets) in [
+        ("counts past the total", [1u16, 3, 1], [0u16, 6, 7, 951]),
+        ("counts short of the total", [1, 1, 1], [0, 6, 7, 951]),
+        ("an offset past its vector", [1, 2, 1], [0, 6, 1024, 951]),
+        ("an offset past the end", [1, 2, 1], [0, 6, 7, 952]),
+        ("offsets out of order", [1, 2, 1], [0, 7, 6, 951]),
+        ("one offset twice", [1, 2, 1], [0, 7, 7, 951]),
+    ] {
+        let mut node = good.clone();
+        node.children[1].buffers[0] = u16s(&counts);
+        node.children[2].buffers[0] = u16s(&offsets);
+        let bytes = node.to_bytes()?;
+        assert!(decode_bytes(&bytes).is_err(), "{what}: the CPU accepts it");
+        let e = decode_trees(&gpu, PType::U32, &[&bytes], None);
+        assert!(matches!(e, Err(Error::Corrupt { .. })), "{what}: {e:?}");
+    }
+    // radix: a base whose layout is not the stored one.
+    let v = Values::Int(IntVec::U8((0..3000).map(|i| (i % 3) as u8).collect()));
+    let mut node = encode(&"radix".parse()?, &v)?;
+    node.meta[1] = 16;
+    let e = decode_trees(&gpu, PType::U8, &[&node.to_bytes()?], None);
+    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
     Ok(())
 }
 
@@ -547,8 +627,12 @@ fn nvrtc_compiles_every_candidate_shape() -> Result<()> {
             "ans",
             "strdict(codes: ans)",
             "words(codes: bitpack, counts: bitpack)",
+            "strdict(codes: radix)",
         ];
-        let extra = extra.iter().filter_map(|p| p.parse::<Plan>().ok());
+        let extra = extra
+            .iter()
+            .chain(PATCHED_AND_RADIX)
+            .filter_map(|p| p.parse::<Plan>().ok());
         for plan in zipflow_select::candidates(ptype).into_iter().chain(extra) {
             for s in &streams {
                 let Ok(node) = encode(&plan, s) else { continue };

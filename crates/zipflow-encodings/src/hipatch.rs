@@ -188,8 +188,8 @@ impl Encoding for HiPatch {
     }
 }
 
-/// Checks a `hipatch` node's metadata and children; returns its width.
-fn check(node: &NodeView<'_>) -> Result<u32> {
+/// Checks a `hipatch` node's metadata and children's types and lengths; returns its width.
+pub fn check(node: &NodeView<'_>) -> Result<u32> {
     node.expect_shape("hipatch", 0, 4)?;
     let (width, count) = read_meta(node, "hipatch", "bit width")?;
     let width = u32::from(width);
@@ -235,8 +235,8 @@ pub struct Exceptions {
     pub high: Vec<u64>,
 }
 
-/// The exceptions of `node` (a `hipatch` node), checked: every one inside its vector and
-/// before the stream's end, the counts adding up.
+/// The exceptions of `node` (a `hipatch` node), checked: every one inside its vector, after
+/// the one before it and before the stream's end, the counts adding up.
 pub fn exceptions(node: &NodeView<'_>, scratch: &mut Scratch) -> Result<Exceptions> {
     let width = check(node)?;
     let sides = decode_sides(node, scratch)?;
@@ -263,7 +263,15 @@ pub fn exceptions(node: &NodeView<'_>, scratch: &mut Scratch) -> Result<Exceptio
             )));
         }
         for (vector, w) in starts.windows(2).enumerate() {
+            let mut next = 0u16;
             for &off in &offsets[w[0] as usize..w[1] as usize] {
+                if off < next {
+                    return Err(Error::corrupt(format!(
+                        "hipatch exception offsets of vector {vector} are not increasing \
+                         ({off} after {})",
+                        next - 1
+                    )));
+                }
                 if usize::from(off) >= VECTOR_LEN
                     || vector * VECTOR_LEN + usize::from(off) >= node.len
                 {
@@ -273,6 +281,7 @@ pub fn exceptions(node: &NodeView<'_>, scratch: &mut Scratch) -> Result<Exceptio
                         node.len
                     )));
                 }
+                next = off + 1;
             }
         }
         let high = match_ints!(high, T, h => h.iter().map(|x| x.to_u64() << width).collect());
@@ -520,6 +529,19 @@ mod tests {
             n.children[2].buffers[0] = u16_bytes(&[0, 476, 952]);
         })?;
         assert!(e.contains("past the end of 3000"), "{e}");
+        // Two exceptions of one vector out of order, or at one place.
+        let mut two = with_outliers::<u32>(3000, 1 << 20);
+        two[7] = 1 << 20;
+        let good = encode(&plan(p), &Values::Int(IntVec::U32(two)))?;
+        for bad in [[7u16, 0, 476, 951], [7, 7, 476, 951]] {
+            let e = corrupted(&good, |n| {
+                n.children[2].buffers[0] = u16_bytes(&bad);
+            })?;
+            assert!(
+                e.contains("are not increasing (7 after 7)") || e.contains("(0 after 7)"),
+                "{e}"
+            );
+        }
         Ok(())
     }
 

@@ -137,6 +137,44 @@ fn resolve_base<T: Int>(plan: &Plan, values: &[T]) -> Result<u32> {
     Ok(base as u32)
 }
 
+/// A checked `radix` node's layout.
+pub struct Layout<'a> {
+    /// The base `B`.
+    pub base: u32,
+    /// Digits per group.
+    pub m: u32,
+    /// Bits per group.
+    pub k: u32,
+    /// The groups' bytes, exactly as many as `len` values need.
+    pub groups: &'a [u8],
+}
+
+/// Checks a `radix` node: its meta is a layout zipflow writes and its buffer holds exactly
+/// the groups its values need.
+pub fn check<'a>(node: &NodeView<'a>) -> Result<Layout<'a>> {
+    node.expect_shape("radix", 1, 0)?;
+    let mut meta = node.meta_reader();
+    let base = u32::from(meta.u8("base")?);
+    let m = u32::from(meta.u8("digits per group")?);
+    let k = u32::from(meta.u8("bits per group")?);
+    meta.finish("radix")?;
+    if base < 2 || (m, k) != layout(base) {
+        return Err(Error::corrupt(format!(
+            "radix base {base} with {m} digits in {k} bits is not a layout zipflow writes"
+        )));
+    }
+    let groups = node.buffer(0, "radix groups")?;
+    let need = (node.len.div_ceil(m as usize) * k as usize).div_ceil(8);
+    if groups.len() != need {
+        return Err(Error::corrupt(format!(
+            "radix groups take {} bytes, {} values need {need}",
+            groups.len(),
+            node.len
+        )));
+    }
+    Ok(Layout { base, m, k, groups })
+}
+
 impl Encoding for Radix {
     fn id(&self) -> u16 {
         ID
@@ -173,30 +211,11 @@ impl Encoding for Radix {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, _scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("radix", 1, 0)?;
-        let mut meta = node.meta_reader();
-        let base = u32::from(meta.u8("base")?);
-        let m = u32::from(meta.u8("digits per group")?);
-        let k = u32::from(meta.u8("bits per group")?);
-        meta.finish("radix")?;
-        if base < 2 || (m, k) != layout(base) {
-            return Err(Error::corrupt(format!(
-                "radix base {base} with {m} digits in {k} bits is not a layout zipflow writes"
-            )));
-        }
-        let bytes = node.buffer(0, "radix groups")?;
-        let need = (node.len.div_ceil(m as usize) * k as usize).div_ceil(8);
-        if bytes.len() != need {
-            return Err(Error::corrupt(format!(
-                "radix groups take {} bytes, {} values need {need}",
-                bytes.len(),
-                node.len
-            )));
-        }
+        let Layout { base, m, k, groups } = check(node)?;
         let Values::Int(o) = out else {
             return Err(Error::corrupt("radix node for non-integer values"));
         };
-        match_ints!(o, T, o => unpack(bytes, node.len, base, m, k, o));
+        match_ints!(o, T, o => unpack(groups, node.len, base, m, k, o));
         Ok(())
     }
 

@@ -62,8 +62,7 @@ pub enum Objective {
     MinDecodeGbs(f64),
     /// The smallest plan made only of primitives the GPU decoder runs in parallel
     /// ([`GPU_PARALLEL`]): for files decoded on the GPU, where an `ans` block is a chain of
-    /// dependent steps and `fsst`, the character coders, `blockpack`, `hipatch` and `radix` do
-    /// not run.
+    /// dependent steps and `fsst`, the character coders and `blockpack` do not run.
     Gpu,
 }
 
@@ -79,6 +78,8 @@ pub const GPU_PARALLEL: &[&str] = &[
     "dict",
     "constant",
     "patch",
+    "hipatch",
+    "radix",
     "float2int",
     "strdict",
     "words",
@@ -211,7 +212,7 @@ impl Selection {
                 Objective::Smallest => "it is the smallest".to_string(),
                 Objective::Gpu => {
                     "it is the smallest the GPU decodes in parallel (no `ans`, `fsst`, \
-                     character coders, `blockpack`, `hipatch` or `radix`)"
+                     character coders or `blockpack`)"
                         .to_string()
                 }
                 Objective::MinDecodeGbs(x) if w.decode_gbs >= x => {
@@ -1173,7 +1174,9 @@ mod tests {
             ("delta | rle(values: bitpack, runs: bitpack)", true),
             ("ans", false),
             ("blockpack", false),
-            ("for | hipatch | bitpack", false),
+            ("for | hipatch | bitpack", true),
+            ("strdict(codes: radix)", true),
+            ("hipatch(counts: ans) | bitpack", false),
             ("for | ans", false),
             ("words(codes: bitpack, counts: bitpack)", true),
             ("words(codes: ans, counts: bitpack)", false),

@@ -425,6 +425,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     /// expansion of one segment (offsets and bytes of its rows) in the second.
     pub(super) fn string_root(&mut self, k: usize) -> Result<()> {
         self.declare_strings();
+        if let Some(length) = self.fixed_length(k) {
+            self.fixed_strings(k, &length);
+            return Ok(());
+        }
         let n = self.nodes[k].clone();
         let b = n.base;
         let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
@@ -769,5 +773,87 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             },
         ));
         Ok(())
+    }
+
+    /// The length of every entry of `strdict` root `k`'s dictionary, as an expression, when
+    /// the shape fixes them all to one: lengths `constant`, or `for` over `bitpack(0)`.
+    fn fixed_length(&self, k: usize) -> Option<String> {
+        let n = &self.nodes[k];
+        if n.op != Op::StrDict {
+            return None;
+        }
+        let dict = &self.nodes[*n.children.get(1)?];
+        let lengths = &self.nodes[*dict.children.first()?];
+        match lengths.op {
+            Op::Constant => Some(format!("(u32)e.prm[{}]", lengths.base + 1)),
+            Op::For => {
+                let below = &self.nodes[*lengths.children.first()?];
+                (below.op == Op::BitPack && below.width == Some(0))
+                    .then(|| format!("(u32)e.prm[{}]", lengths.base + 1))
+            }
+            _ => None,
+        }
+    }
+
+    /// A `strdict` root whose entries all have `length` bytes: row `r`'s bytes start at
+    /// `r * length`, so the segment table is arithmetic and each row is expanded on its own
+    /// (its code, its bytes, its offset), with no sum over the rows.
+    fn fixed_strings(&mut self, k: usize, length: &str) {
+        let n = self.nodes[k].clone();
+        let (b, codes, d) = (n.base, n.children[0], n.children[1]);
+        let bytes = self.nodes[d].children[1];
+        self.stages.push_str(&format!(
+            r#"  {{ // node {k}: strdict (entries of one length): the segment table is arithmetic
+    const u32 n = len, L = {length};
+    const u32 claimed = (u32)e.prm[{claimed}];
+    u32* const tab = (u32*)(e.scratch + e.prm[{tab}]);
+    const u32 nseg = max(1u, (n + ZF_SEG_ROWS - 1u) / ZF_SEG_ROWS);
+    for (u32 s = threadIdx.x; s <= nseg; s += ZF_THREADS) {{
+      const u32 r = min(s * ZF_SEG_ROWS, n);
+      tab[2u * s] = r;
+      tab[2u * s + 1u] = (u32)min((u64)r * L, (u64)claimed);
+    }}
+    if (threadIdx.x == 0u && ((u64)n * L != (u64)claimed || !zf_dok{d})) atomicOr(e.err, ZF_ERR_STR);
+  }}
+"#,
+            claimed = b + 2,
+            tab = b + 4,
+        ));
+        self.expand.push_str(&format!(
+            r#"  {{ // node {k}: strdict (entries of one length L): row r's bytes at r * L, one row a thread
+    const u32 n = len, L = {length};
+    const u64 at = e.prm[{at}];
+    const u32 claimed = (u32)e.prm[{claimed}];
+    const u32 ow = (u32)e.prm[{ow}];
+    const u32 r0 = seg * ZF_SEG_ROWS, r1 = min(r0 + ZF_SEG_ROWS, n);
+    __syncthreads();
+    // Uniform: the chunk's bytes are its rows' and the dictionary's lengths add up.
+    if ((u64)n * L != (u64)claimed || !zf_dok{d}) {{
+      if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
+      return;
+    }}
+    for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) {{
+      const u32 c = (u32)zf_n{codes}(e, r);
+      const u64 g = at + (u64)r * L;
+      if (c >= zf_m{d}) {{
+        atomicOr(e.err, ZF_ERR_DICT);
+      }} else if (zf_sb{d}) {{
+        const u8* src = zf_sdict + zf_dsh{d} + c * L;
+        for (u32 x = 0u; x < L; ++x) out[g + x] = src[x];
+      }} else {{
+        for (u32 x = 0u; x < L; ++x) out[g + x] = zf_n{bytes}(e, c * L + x);
+      }}
+      if (ow == 8u) ((u64*)o)[r] = g; else if (ow == 4u) ((u32*)o)[r] = (u32)g;
+    }}
+    if (r1 == n && threadIdx.x == 0u) {{
+      if (ow == 8u) ((u64*)o)[n] = at + claimed;
+      else if (ow == 4u) ((u32*)o)[n] = (u32)(at + claimed);
+    }}
+  }}
+"#,
+            at = b + 1,
+            claimed = b + 2,
+            ow = b + 3,
+        ));
     }
 }
