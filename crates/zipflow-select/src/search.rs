@@ -85,19 +85,30 @@ pub const GPU_PARALLEL: &[&str] = &[
     "words",
 ];
 
-/// Whether every node of `plan`, default children included, is in [`GPU_PARALLEL`].
+/// Whether every node of `plan`, default children included, is in [`GPU_PARALLEL`], with
+/// `hipatch` only at the top of a numeric column's plan or under `for`s there: where the GPU
+/// decodes it in tiles of 1024-value vectors. Below other primitives, and in a string's
+/// codes or counts, it would be decoded a whole chunk by one thread block.
 pub fn gpu_parallel(plan: &Plan) -> bool {
-    if !GPU_PARALLEL.contains(&plan.name.as_str()) {
+    gpu_parallel_at(plan, true)
+}
+
+/// [`gpu_parallel`] for `plan` at a place where `hipatch` is decoded in tiles (`tile`) or not.
+fn gpu_parallel_at(plan: &Plan, tile: bool) -> bool {
+    if !GPU_PARALLEL.contains(&plan.name.as_str()) || (plan.name == "hipatch" && !tile) {
         return false;
     }
     let Some(enc) = by_name(&plan.name) else {
         return false;
     };
     enc.slots().iter().all(|slot| match plan.get(slot.name) {
-        Some(c) => gpu_parallel(c),
+        Some(c) => gpu_parallel_at(c, tile && plan.name == "for"),
         // A numeric `plain` has no children; a string one's defaults are plain forms.
         None if plan.name == "plain" => true,
-        None => slot.default.parse::<Plan>().is_ok_and(|c| gpu_parallel(&c)),
+        None => slot
+            .default
+            .parse::<Plan>()
+            .is_ok_and(|c| gpu_parallel_at(&c, tile && plan.name == "for")),
     })
 }
 
@@ -519,6 +530,7 @@ fn select_strings(scorer: &mut Scorer<'_>, options: &SelectOptions) {
         let mut plan = Plan::new(*root);
         for (slot, v) in &streams {
             let mut sub = Scorer::new(v, v, &child_options);
+            sub.nested = true;
             match v.ptype() {
                 PType::Bytes | PType::U8 => {
                     for f in slot_forms(v.ptype(), room) {
@@ -526,7 +538,7 @@ fn select_strings(scorer: &mut Scorer<'_>, options: &SelectOptions) {
                     }
                 }
                 _ => {
-                    if let Some(c) = select(v, false, &child_options).best() {
+                    if let Some(c) = select_at(v, false, &child_options, true).best() {
                         sub.score(&c.plan);
                     }
                     sub.score(&Plan::new("ans"));
@@ -582,6 +594,9 @@ struct Scorer<'a> {
     /// (stream, form) pairs the stream-by-stream cascade scored: streams split, leaves
     /// estimated.
     forms_scored: usize,
+    /// Whether the stream is a child of a string column (codes, lengths, counts), where the
+    /// GPU does not decode `hipatch` in tiles.
+    nested: bool,
 }
 
 impl<'a> Scorer<'a> {
@@ -595,6 +610,7 @@ impl<'a> Scorer<'a> {
             options,
             seen: FxHashMap::default(),
             forms_scored: 0,
+            nested: false,
         }
     }
 
@@ -604,7 +620,7 @@ impl<'a> Scorer<'a> {
     }
 
     fn score(&mut self, plan: &Plan) -> Option<Candidate> {
-        if self.options.objective == Objective::Gpu && !gpu_parallel(plan) {
+        if self.options.objective == Objective::Gpu && !gpu_parallel_at(plan, !self.nested) {
             return None;
         }
         let found = match self.seen.get(plan) {
@@ -763,8 +779,14 @@ fn refine(
 
 /// Runs the cascade search on a sample of `values` (sampled as text if `text`).
 pub fn select(values: &Values, text: bool, options: &SelectOptions) -> Selection {
+    select_at(values, text, options, false)
+}
+
+/// [`select`] for a column (`nested` false) or a string column's child stream.
+fn select_at(values: &Values, text: bool, options: &SelectOptions, nested: bool) -> Selection {
     let sample = search_sample(values, text);
     let mut scorer = Scorer::new(values, &sample, options);
+    scorer.nested = nested;
     let f = family(values, text);
     if f == Family::Fixed && values.ptype() == PType::Bytes && !text {
         select_strings(&mut scorer, options);
@@ -860,6 +882,7 @@ fn by_streams(
                 scorer,
                 &["plain", "constant"],
                 false,
+                false,
             ) {
                 roots.push(Sub {
                     plan: f2i.clone().then(sub.plan),
@@ -869,7 +892,8 @@ fn by_streams(
             }
         }
     } else {
-        roots = forms(sample, shape, room, key, scorer, &[], false);
+        let tile = !scorer.nested;
+        roots = forms(sample, shape, room, key, scorer, &[], false, tile);
     }
     let mut ranked: Vec<Candidate> = roots
         .into_iter()
@@ -888,7 +912,10 @@ fn by_streams(
 }
 
 /// Every form for `stream` (of `shape`) with room for `room` primitives, leaves but those in
-/// `skip`, each inner primitive with the best plan for each child stream.
+/// `skip`, each inner primitive with the best plan for each child stream. `side`: an
+/// exception stream (leaves only); `tile`: a place where the GPU decodes `hipatch` in tiles
+/// (see [`gpu_parallel`]).
+#[allow(clippy::too_many_arguments)]
 fn forms(
     stream: &Values,
     shape: Shape,
@@ -897,6 +924,7 @@ fn forms(
     scorer: &mut Scorer<'_>,
     skip: &[&str],
     side: bool,
+    tile: bool,
 ) -> Vec<Sub> {
     // `radix` is for long streams of small values (codes). On a short stream (a dictionary's
     // entries, exceptions) it saves a few bytes, and its base, compiled into GPU kernels,
@@ -913,7 +941,9 @@ fn forms(
         return out;
     }
     'form: for name in INT_INNER {
-        if !scorer.allows(name) {
+        if !scorer.allows(name)
+            || (*name == "hipatch" && scorer.options.objective == Objective::Gpu && !tile)
+        {
             continue;
         }
         let Some(enc) = by_name(name) else { continue };
@@ -936,7 +966,8 @@ fn forms(
             } else {
                 &[]
             };
-            let best = forms(child, child_shape, room - 1, key, scorer, skip, side)
+            let tile = tile && *name == "for";
+            let best = forms(child, child_shape, room - 1, key, scorer, skip, side, tile)
                 .into_iter()
                 .min_by(|a, b| weigh(a, key).total_cmp(&weigh(b, key)));
             let Some(best) = best else { continue 'form };
@@ -1175,6 +1206,9 @@ mod tests {
             ("ans", false),
             ("blockpack", false),
             ("for | hipatch | bitpack", true),
+            ("hipatch | bitpack", true),
+            ("delta | hipatch | bitpack", false),
+            ("strdict(codes: hipatch | bitpack)", false),
             ("strdict(codes: radix)", true),
             ("hipatch(counts: ans) | bitpack", false),
             ("for | ans", false),
