@@ -64,6 +64,9 @@ pub const ERR_RLE_SUM: i32 = 4;
 pub const ERR_ANS: i32 = 8;
 /// Error bit: string lengths, token counts or byte totals that disagree with each other.
 pub const ERR_STR: i32 = 16;
+/// Error bit: an `fsst` piece that does not decode to its length (a code without a symbol,
+/// an escape without its byte, bytes past the piece, or codes outside the stream).
+pub const ERR_FSST: i32 = 64;
 /// Error bit: `hipatch` exception counts that do not add up to the node's, or an offset
 /// outside its vector, past the stream's end or not after the one before it.
 pub const ERR_PATCH: i32 = 32;
@@ -152,6 +155,9 @@ pub const SLOT_OUT: usize = 0;
 ///   (`float2int` then the bits of `10^E` as an f64);
 /// - `hipatch`: the low bits' width `W`, exception count;
 /// - `radix`: byte offset of the groups (the base is compiled in, see [`Shape::width`]);
+/// - `fsst`: byte offset of its symbol table (256 `u64` symbols, then 256 `u8` lengths, 0 for
+///   codes without a symbol; staged by the host after the tree), byte offset of the piece
+///   ends, the pieces' log2 size;
 /// - `ans`: byte offsets of the states, block starts and words, the number of words, the
 ///   block size's log2, the byte offset of the cumulative frequencies (`nsym + 1` u32, staged
 ///   by the host after the tree) and `nsym`;
@@ -161,6 +167,7 @@ pub fn param_slots(op: Op) -> usize {
         Op::ZigZag | Op::Rle | Op::Dict => 0,
         Op::For | Op::Constant | Op::Delta | Op::Radix => 1,
         Op::BitPack | Op::HiPatch => 2,
+        Op::Fsst => 3,
         Op::Patch => 3,
         Op::Plain | Op::StrDict | Op::Words => 4,
         Op::FloatToInt => 4,
@@ -200,7 +207,7 @@ fn acc(p: PType) -> &'static str {
 /// places its exceptions by vector, so it always writes its low bits first.
 pub fn materialised(op: Op, kind: KernelKind) -> bool {
     match op {
-        Op::Delta | Op::Rle | Op::Ans | Op::HiPatch => true,
+        Op::Delta | Op::Rle | Op::Ans | Op::HiPatch | Op::Fsst => true,
         Op::Patch | Op::FloatToInt => kind == KernelKind::Tile,
         _ => false,
     }
@@ -263,6 +270,7 @@ fn check_types(s: &Shape) -> Result<()> {
         Op::Plain if bytes => n == 2 && child(0) == Some(PType::U32) && child(1) == Some(PType::U8),
         Op::Plain => n == 0,
         Op::Ans => n == 0 && matches!(s.ptype, PType::U8 | PType::U16 | PType::U32),
+        Op::Fsst => s.ptype == PType::U8 && n == 1 && child(0) == Some(PType::U8),
         Op::StrDict => bytes && n == 2 && child(0) == Some(PType::U32) && dict(1),
         Op::Words => {
             bytes
@@ -410,6 +418,7 @@ typedef double f64;
 #define ZF_ERR_ANS 8
 #define ZF_ERR_STR 16
 #define ZF_ERR_PATCH 32
+#define ZF_ERR_FSST 64
 
 struct Env {
   const u8* in;
@@ -1059,7 +1068,13 @@ impl Gen<'_> {
                     n.ptype
                 )));
             }
-            Op::Patch | Op::FloatToInt | Op::HiPatch | Op::Delta | Op::Rle | Op::Ans => {
+            Op::Patch
+            | Op::FloatToInt
+            | Op::HiPatch
+            | Op::Delta
+            | Op::Rle
+            | Op::Ans
+            | Op::Fsst => {
                 if n.op == Op::HiPatch {
                     self.hipatch_vector(k);
                 }
@@ -1342,6 +1357,53 @@ __device__ __forceinline__ void zf_hp{k}(const Env& e, u32 v, u32& j0, u32& j1) 
                 )
             }
             Op::Ans => self.ans_stage(k)?,
+            Op::Fsst => format!(
+                r#"  {{ // node {k}: fsst: each thread decodes whole pieces, symbols from shared memory
+    __shared__ u64 zf_fs{k}[256];
+    __shared__ u8 zf_fl{k}[256];
+    const u64* tab = (const u64*)(e.in + e.prm[{table}]);
+    for (u32 i = threadIdx.x; i < 256u; i += ZF_THREADS) {{
+      zf_fs{k}[i] = tab[i];
+      zf_fl{k}[i] = ((const u8*)(tab + 256))[i];
+    }}
+    __syncthreads();
+    const u32 n = (u32)e.prm[{b}], lg = (u32)e.prm[{log2}], ncodes = (u32)e.prm[{clen}];
+    const u32* ends = (const u32*)(e.in + e.prm[{ends}]);
+    const u32 np = (u32)(((u64)n + (1ull << lg) - 1ull) >> lg);
+    for (u32 i = threadIdx.x; i < np; i += ZF_THREADS) {{
+      const u32 c0 = i == 0u ? 0u : __ldg(ends + i - 1u), c1 = __ldg(ends + i);
+      const u32 o1 = (u32)min(((u64)i + 1ull) << lg, (u64)n);
+      u32 pos = i << lg;
+      bool bad = c0 > c1 || c1 > ncodes || (i + 1u == np && c1 != ncodes);
+      for (u32 j = c0; j < c1 && !bad;) {{
+        const u32 c = (u32)zf_n{codes}(e, j);
+        if (c == 255u) {{
+          if (j + 1u >= c1 || pos >= o1) {{ bad = true; break; }}
+          {out_pos} = zf_n{codes}(e, j + 1u);
+          ++pos;
+          j += 2u;
+        }} else {{
+          const u32 l = zf_fl{k}[c];
+          if (l == 0u || pos + l > o1) {{ bad = true; break; }}
+          const u64 s = zf_fs{k}[c];
+          for (u32 x = 0u; x < l; ++x) {out_x} = (u8)(s >> (8u * x));
+          pos += l;
+          ++j;
+        }}
+      }}
+      if (bad || pos != o1) atomicOr(e.err, ZF_ERR_FSST);
+    }}
+    __syncthreads();
+  }}
+"#,
+                table = b + 1,
+                ends = b + 2,
+                log2 = b + 3,
+                clen = self.nodes[ch(0)].base,
+                codes = ch(0),
+                out_pos = self.buf(k, "pos")?,
+                out_x = self.buf(k, "pos + x")?,
+            ),
             _ => {
                 return Err(Error::unsupported(format!(
                     "`{}` is not a materialised primitive",
@@ -1655,6 +1717,26 @@ mod tests {
     }
 
     #[test]
+    fn fsst_pieces_decode_a_thread_each_in_the_first_kernel() {
+        for plan in ["plain(bytes: fsst)", "words(dict: plain(bytes: fsst(codes: ans)))"] {
+            let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
+            let (first, _) = k
+                .source
+                .split_once(strings::EXPAND_NAME)
+                .unwrap_or_else(|| panic!("{plan}: no expansion kernel"));
+            for needle in [
+                "__shared__ u64 zf_fs",
+                "const u32 np = (u32)(((u64)n + (1ull << lg) - 1ull) >> lg);",
+                "if (l == 0u || pos + l > o1) { bad = true; break; }",
+                "if (bad || pos != o1) atomicOr(e.err, ZF_ERR_FSST);",
+            ] {
+                assert!(first.contains(needle), "{plan}: no `{needle}` in\n{first}");
+            }
+            assert!(k.nodes.iter().any(|n| n.op == Op::Fsst && n.scratch.is_some()), "{plan}");
+        }
+    }
+
+    #[test]
     fn radix_divides_by_constant_powers_of_its_base() {
         let v = Values::Int(IntVec::U8((0..5000).map(|i| (i * 7 % 3) as u8).collect()));
         let shape = shape_of("radix", &v);
@@ -1766,21 +1848,21 @@ mod tests {
 
     #[test]
     fn unknown_primitives_are_unsupported_by_name() {
-        let e = Op::from_id(12).map(|_| ());
+        let e = Op::from_id(14).map(|_| ());
         let Err(Error::Unsupported { what, .. }) = e else {
             panic!("expected Unsupported, got {e:?}")
         };
-        assert!(what.contains("id 12") || what.contains("fsst"), "{what}");
+        assert!(what.contains("`chardict"), "{what}");
         let view_of = |plan: &str| {
             let plan: Plan = plan.parse().unwrap_or_else(|e| panic!("{e}"));
             let node = encode(&plan, &texts()).unwrap_or_else(|e| panic!("{e}"));
             node.to_bytes().unwrap_or_else(|e| panic!("{e}"))
         };
-        let raw = view_of("plain(bytes: fsst)");
+        let raw = view_of("plain(bytes: chardict16)");
         let view = NodeView::parse(&raw).unwrap_or_else(|e| panic!("{e}"));
         let e = Shape::of(&view);
         assert!(
-            matches!(&e, Err(Error::Unsupported { what, .. }) if what.contains("`fsst`")),
+            matches!(&e, Err(Error::Unsupported { what, .. }) if what.contains("`chardict")),
             "{e:?}"
         );
     }

@@ -17,8 +17,8 @@
 
 use crate::codegen::strings::EXPAND_NAME;
 use crate::codegen::{
-    ERR_ANS, ERR_DICT, ERR_PATCH, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR, KERNEL_NAME, Kernel,
-    KernelKind, SLOT_OUT, generate,
+    ERR_ANS, ERR_DICT, ERR_FSST, ERR_PATCH, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR, KERNEL_NAME,
+    Kernel, KernelKind, SLOT_OUT, generate,
 };
 use crate::device::{Gpu, cuda};
 use crate::shape::{Op, Shape};
@@ -32,7 +32,9 @@ use std::sync::Arc;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, PType, Result, VECTOR_LEN, Values, with_int_ptype};
 use zipflow_encodings::node::cast_or_copy;
-use zipflow_encodings::{NodeView, ans, bitpack, dict, float2int, hipatch, patch, radix, words};
+use zipflow_encodings::{
+    NodeView, ans, bitpack, dict, float2int, fsst, hipatch, patch, radix, words,
+};
 use zipflow_format::ZfFile;
 
 /// Chunks per upload batch: large enough that a batch's tile kernels fill the GPU and a copy
@@ -718,6 +720,12 @@ impl<'g> ColumnDecoder<'g> {
                 "string lengths, token counts or byte counts disagree",
             ));
         }
+        if f & ERR_FSST != 0 {
+            return Err(Error::corrupt(
+                "an fsst piece does not decode to its length (a code without a symbol, an \
+                 escape without its byte, or codes outside the stream)",
+            ));
+        }
         if f & ERR_PATCH != 0 {
             return Err(Error::corrupt(
                 "hipatch exception counts do not add up, or an offset is outside its vector \
@@ -945,6 +953,36 @@ impl Filler<'_> {
                 }
                 meta.finish(name)?;
                 same_len(&node.children[0], name)?;
+            }
+            Op::Fsst => {
+                node.expect_shape(name, 2, 1)?;
+                let (table, log2) = fsst::read_table(node)?;
+                let pieces = node.len.div_ceil(1 << log2);
+                let ends = node.buffer(1, "piece ends")?;
+                if ends.len() != 4 * pieces {
+                    return Err(Error::corrupt(format!(
+                        "fsst has {} bytes of piece ends, {} bytes in pieces of 2^{log2} \
+                         need {pieces} ends",
+                        ends.len(),
+                        node.len
+                    )));
+                }
+                if pieces == 0 && node.children[0].len != 0 {
+                    return Err(Error::corrupt("fsst codes for an empty stream"));
+                }
+                // The symbol table for the kernel: 256 symbols (0 past the table's), then
+                // their 256 lengths (0: a code without a symbol).
+                self.extra.resize(self.extra.len().next_multiple_of(8), 0);
+                self.prm[b + 1] = self.extra_at + self.extra.len() as u64;
+                for c in 0..256 {
+                    let s = table.symbols.get(c).copied().unwrap_or(0);
+                    self.extra.extend_from_slice(&s.to_le_bytes());
+                }
+                for c in 0..256 {
+                    self.extra.push(table.lens.get(c).copied().unwrap_or(0));
+                }
+                self.prm[b + 2] = self.offset(ends, 4)?;
+                self.prm[b + 3] = u64::from(log2);
             }
             Op::HiPatch => {
                 let w = hipatch::check(node)?;

@@ -23,7 +23,7 @@
 //! ```
 //!
 //! Byte strings decode when their plans are `strdict`, `words` or `plain` over numeric
-//! sub-plans (`ans` included), into Arrow's layout (bytes, then offsets). `fsst`, the character
+//! sub-plans (`ans` and `fsst` included), into Arrow's layout (bytes, then offsets). The character
 //! coders and `blockpack` are not decoded on the GPU yet: they give an `Unsupported` error
 //! naming the primitive, and callers decode them on the CPU. Validity (null) streams are small
 //! and stay on the CPU.

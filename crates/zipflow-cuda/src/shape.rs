@@ -8,8 +8,8 @@
 
 use zipflow_core::{Error, PType, Result};
 use zipflow_encodings::{
-    NodeView, ans, bitpack, by_id, constant, delta, dict, float2int, frame, hipatch, patch, plain,
-    radix, rle, strdict, words, zigzag,
+    NodeView, ans, bitpack, by_id, constant, delta, dict, float2int, frame, fsst, hipatch, patch,
+    plain, radix, rle, strdict, words, zigzag,
 };
 
 /// A primitive the GPU decoder handles.
@@ -41,6 +41,9 @@ pub enum Op {
     FloatToInt,
     /// `ans`: interleaved rANS, one warp per block.
     Ans,
+    /// `fsst`: a byte stream as one-byte codes into a table of up to 8-byte symbols, in
+    /// pieces that decode on their own.
+    Fsst,
     /// `strdict`: string codes into a dictionary of byte strings.
     StrDict,
     /// `words`: each string's tokens as codes into a dictionary of byte strings.
@@ -64,6 +67,7 @@ impl Op {
             radix::ID => Op::Radix,
             float2int::ID => Op::FloatToInt,
             ans::ID => Op::Ans,
+            fsst::ID => Op::Fsst,
             strdict::ID => Op::StrDict,
             words::ID => Op::Words,
             _ => {
@@ -92,6 +96,7 @@ impl Op {
             Op::Radix => "radix",
             Op::FloatToInt => "float2int",
             Op::Ans => "ans",
+            Op::Fsst => "fsst",
             Op::StrDict => "strdict",
             Op::Words => "words",
         }
@@ -102,13 +107,13 @@ impl Op {
     pub fn is_materialised(self) -> bool {
         matches!(
             self,
-            Op::Delta | Op::Rle | Op::Patch | Op::HiPatch | Op::FloatToInt | Op::Ans
+            Op::Delta | Op::Rle | Op::Patch | Op::HiPatch | Op::FloatToInt | Op::Ans | Op::Fsst
         )
     }
 
     /// Whether the op needs the whole chunk in one thread block (a scan across vectors).
     pub fn is_chunk_wide(self) -> bool {
-        matches!(self, Op::Delta | Op::Rle | Op::Ans)
+        matches!(self, Op::Delta | Op::Rle | Op::Ans | Op::Fsst)
     }
 
     /// Whether the op decodes byte strings (`plain` also decodes numbers).

@@ -401,6 +401,10 @@ fn string_plans_match_the_cpu() -> Result<()> {
         "strdict(codes: radix)",
         "strdict(codes: hipatch | bitpack)",
         "words(codes: bitpack, counts: radix)",
+        "plain(bytes: fsst)",
+        "plain(lengths: bitpack, bytes: fsst(codes: ans))",
+        "strdict(dict: plain(bytes: fsst))",
+        "words(dict: plain(bytes: fsst))",
     ];
     let mut plans = zipflow_select::candidates(PType::Bytes);
     for p in extra {
@@ -468,6 +472,26 @@ fn corrupt_strings_are_errors() -> Result<()> {
     node.children[2].buffers[0][0..4].copy_from_slice(&7u32.to_le_bytes());
     let e = decode_trees(&gpu, PType::Bytes, &[&node.to_bytes()?], None);
     assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    // fsst: a piece that ends one code early, or one late.
+    let text = strings(
+        &(0..3000)
+            .map(|i| format!("row {i} of some text, {} more", i % 17).into_bytes())
+            .collect::<Vec<_>>(),
+    );
+    let Values::Bytes(tb) = &text else {
+        unreachable!()
+    };
+    let good = encode(&"plain(bytes: fsst)".parse()?, &text)?;
+    for delta in [-1i64, 1] {
+        let mut node = good.clone();
+        let ends = &mut node.children[1].buffers[1];
+        let e0 = u32::from_le_bytes([ends[0], ends[1], ends[2], ends[3]]);
+        ends[0..4].copy_from_slice(&((i64::from(e0) + delta) as u32).to_le_bytes());
+        let bytes = node.to_bytes()?;
+        assert!(decode_bytes(&bytes).is_err(), "{delta}: the CPU accepts it");
+        let e = decode_trees(&gpu, PType::Bytes, &[&bytes], Some(&[tb.data.len() as u64]));
+        assert!(matches!(e, Err(Error::Corrupt { .. })), "{delta}: {e:?}");
+    }
     // A flipped word in an ans stream.
     let v = Values::Int(IntVec::U8(
         (0..20_000).map(|i| (i * 7 % 13) as u8).collect(),

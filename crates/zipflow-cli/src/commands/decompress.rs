@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(short, long)]
     pub quiet: bool,
     /// Where columns are decoded: `cpu`, or `gpu` (GPU 0; columns whose plans the GPU does not
-    /// decode, such as `fsst`, and null masks stay on the CPU).
+    /// decode, such as the character coders, and null masks stay on the CPU).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     pub device: Device,
 }

@@ -384,7 +384,7 @@ fn bench(
 
 /// All row groups of `zf` as record batches, columns decoded on GPU `device` (each column
 /// whole, then cut into row groups); validity, and columns whose plans the GPU does not
-/// decode (e.g. `fsst`), on the CPU.
+/// decode (e.g. `chardict`), on the CPU.
 pub fn read_batches(zf: &ZfFile, device: usize) -> Result<Vec<RecordBatch>> {
     let gpu = Gpu::open(device)?;
     let schema = zf.arrow_schema();
