@@ -1068,13 +1068,7 @@ impl Gen<'_> {
                     n.ptype
                 )));
             }
-            Op::Patch
-            | Op::FloatToInt
-            | Op::HiPatch
-            | Op::Delta
-            | Op::Rle
-            | Op::Ans
-            | Op::Fsst => {
+            Op::Patch | Op::FloatToInt | Op::HiPatch | Op::Delta | Op::Rle | Op::Ans | Op::Fsst => {
                 if n.op == Op::HiPatch {
                     self.hipatch_vector(k);
                 }
@@ -1357,14 +1351,39 @@ __device__ __forceinline__ void zf_hp{k}(const Env& e, u32 v, u32& j0, u32& j1) 
                 )
             }
             Op::Ans => self.ans_stage(k)?,
-            Op::Fsst => format!(
-                r#"  {{ // node {k}: fsst: each thread decodes whole pieces, symbols from shared memory
+            Op::Fsst => {
+                // Into a scratch region (8-byte aligned, pieces too): each thread gathers its
+                // bytes into 8-byte words and stores them whole. At the root, byte by byte.
+                // Into a scratch region (8-byte aligned, and so are pieces of 8 bytes or more):
+                // each thread gathers its bytes into 8-byte words and stores them whole. At
+                // the root, or for smaller pieces, byte by byte.
+                let bytewise = format!(
+                    "for (u32 x = 0u; x < l; ++x) {} = (u8)(s >> (8u * x));",
+                    self.buf(k, "pos + x")?
+                );
+                let (begin, put, flush) = match n.scratch {
+                    Some(slot) => (
+                        format!(
+                            "const bool wide = lg >= 3u;\n      u64* const w = (u64*)(e.scratch + e.prm[{slot}]) + (wide ? (i << lg) >> 3 : 0u);\n      u64 acc = 0ull;\n      u32 fill = 0u, nw = 0u;"
+                        ),
+                        // Byte string `s` of `l` bytes (1..=8) after the `fill` pending ones.
+                        format!(
+                            "if (!wide) {{\n          {bytewise}\n        }} else {{\n          acc |= fill == 0u ? s : s << (8u * fill);\n          if (fill + l >= 8u) {{\n            w[nw++] = acc;\n            acc = fill == 0u ? 0ull : s >> (8u * (8u - fill));\n            fill = fill + l - 8u;\n          }} else {{\n            fill += l;\n          }}\n        }}"
+                        ),
+                        "u8* const tail = (u8*)(w + nw);\n      for (u32 x = 0u; x < fill; ++x) tail[x] = (u8)(acc >> (8u * x));".to_string(),
+                    ),
+                    None => (String::new(), bytewise, String::new()),
+                };
+                format!(
+                    r#"  {{ // node {k}: fsst: each thread decodes whole pieces, symbols from shared memory
     __shared__ u64 zf_fs{k}[256];
     __shared__ u8 zf_fl{k}[256];
     const u64* tab = (const u64*)(e.in + e.prm[{table}]);
     for (u32 i = threadIdx.x; i < 256u; i += ZF_THREADS) {{
-      zf_fs{k}[i] = tab[i];
-      zf_fl{k}[i] = ((const u8*)(tab + 256))[i];
+      const u8 l = ((const u8*)(tab + 256))[i];
+      // Only the symbol's own bytes: they are ORed together.
+      zf_fs{k}[i] = l >= 8u ? tab[i] : tab[i] & ((1ull << (8u * l)) - 1ull);
+      zf_fl{k}[i] = l;
     }}
     __syncthreads();
     const u32 n = (u32)e.prm[{b}], lg = (u32)e.prm[{log2}], ncodes = (u32)e.prm[{clen}];
@@ -1374,36 +1393,39 @@ __device__ __forceinline__ void zf_hp{k}(const Env& e, u32 v, u32& j0, u32& j1) 
       const u32 c0 = i == 0u ? 0u : __ldg(ends + i - 1u), c1 = __ldg(ends + i);
       const u32 o1 = (u32)min(((u64)i + 1ull) << lg, (u64)n);
       u32 pos = i << lg;
+      {begin}
       bool bad = c0 > c1 || c1 > ncodes || (i + 1u == np && c1 != ncodes);
       for (u32 j = c0; j < c1 && !bad;) {{
         const u32 c = (u32)zf_n{codes}(e, j);
+        u64 s;
+        u32 l;
         if (c == 255u) {{
-          if (j + 1u >= c1 || pos >= o1) {{ bad = true; break; }}
-          {out_pos} = zf_n{codes}(e, j + 1u);
-          ++pos;
+          if (j + 1u >= c1) {{ bad = true; break; }}
+          s = (u64)zf_n{codes}(e, j + 1u);
+          l = 1u;
           j += 2u;
         }} else {{
-          const u32 l = zf_fl{k}[c];
-          if (l == 0u || pos + l > o1) {{ bad = true; break; }}
-          const u64 s = zf_fs{k}[c];
-          for (u32 x = 0u; x < l; ++x) {out_x} = (u8)(s >> (8u * x));
-          pos += l;
+          s = zf_fs{k}[c];
+          l = zf_fl{k}[c];
           ++j;
         }}
+        if (l == 0u || pos + l > o1) {{ bad = true; break; }}
+        {put}
+        pos += l;
       }}
+      {flush}
       if (bad || pos != o1) atomicOr(e.err, ZF_ERR_FSST);
     }}
     __syncthreads();
   }}
 "#,
-                table = b + 1,
-                ends = b + 2,
-                log2 = b + 3,
-                clen = self.nodes[ch(0)].base,
-                codes = ch(0),
-                out_pos = self.buf(k, "pos")?,
-                out_x = self.buf(k, "pos + x")?,
-            ),
+                    table = b + 1,
+                    ends = b + 2,
+                    log2 = b + 3,
+                    clen = self.nodes[ch(0)].base,
+                    codes = ch(0),
+                )
+            }
             _ => {
                 return Err(Error::unsupported(format!(
                     "`{}` is not a materialised primitive",
@@ -1718,7 +1740,10 @@ mod tests {
 
     #[test]
     fn fsst_pieces_decode_a_thread_each_in_the_first_kernel() {
-        for plan in ["plain(bytes: fsst)", "words(dict: plain(bytes: fsst(codes: ans)))"] {
+        for plan in [
+            "plain(bytes: fsst)",
+            "words(dict: plain(bytes: fsst(codes: ans)))",
+        ] {
             let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
             let (first, _) = k
                 .source
@@ -1732,7 +1757,12 @@ mod tests {
             ] {
                 assert!(first.contains(needle), "{plan}: no `{needle}` in\n{first}");
             }
-            assert!(k.nodes.iter().any(|n| n.op == Op::Fsst && n.scratch.is_some()), "{plan}");
+            assert!(
+                k.nodes
+                    .iter()
+                    .any(|n| n.op == Op::Fsst && n.scratch.is_some()),
+                "{plan}"
+            );
         }
     }
 
