@@ -382,6 +382,29 @@ fn every_candidate_plan_matches_the_cpu() -> Result<()> {
 }
 
 #[test]
+fn patched_and_radix_plans_match_the_cpu() -> Result<()> {
+    let Some(gpu) = gpu("patched_and_radix_plans_match_the_cpu") else {
+        return Ok(());
+    };
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for ptype in NUMERIC.into_iter().filter(|p| p.is_int()) {
+        let streams = int_streams(ptype);
+        for p in PATCHED_AND_RADIX {
+            checked += check(&gpu, &p.parse()?, &streams, ptype, &mut failures)?;
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(checked > 100, "only {checked} streams checked");
+    Ok(())
+}
+
+#[test]
 fn string_plans_match_the_cpu() -> Result<()> {
     let Some(gpu) = gpu("string_plans_match_the_cpu") else {
         return Ok(());
