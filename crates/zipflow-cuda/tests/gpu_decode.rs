@@ -96,6 +96,7 @@ const PATCHED_AND_RADIX: &[&str] = &[
     "hipatch(counts: rle) | for | bitpack",
     "dict(codes: bitpack, values: for | hipatch | bitpack)",
     "radix",
+    "for | radix",
     "dict(codes: radix, values: for | bitpack)",
     "zigzag | radix",
 ];
