@@ -742,23 +742,17 @@ __device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
         return Ok(Some((rows, body)));
     };
     let hn = &nodes[h];
-    let (offsets, high) = (hn.children[2], hn.children[3]);
+    let high = hn.children[3];
     let rows = format!(
         r#"{rows}
 // Exception j of vector v in full: its low bits unpacked again, its high bits ORed in (the
 // reference added), and its position q (~0u when the offset is bad).
 __device__ __forceinline__ {t} zf_hpx(const Env& e, u32 v, u32 j, u32 j0, u32& q) {{
-  const u32 off = (u32)zf_n{offsets}(e, j);
-  q = v * 1024u + off;
-  if (off >= 1024u || q >= (u32)e.prm[{hlen}] || (j > j0 && off <= (u32)zf_n{offsets}(e, j - 1u))) {{
-    atomicOr(e.err, ZF_ERR_PATCH);
-    q = ~0u;
-    return ({t})0;
-  }}
+  q = zf_hpq{h}(e, v, j, j0);
+  if (q == ~0u) return ({t})0;
   return ({t})((({word})zf_n{bpi}(e, q) | (({word})zf_n{high}(e, j) << (u32)e.prm[{wslot}])){add});
 }}
 "#,
-        hlen = hn.base,
         wslot = hn.base + 1,
     );
     // No thread returns early: the stores of exceptions wait for every lane's low bits.
@@ -1182,9 +1176,11 @@ impl Gen<'_> {
     /// Emits `zf_hp<k>(e, v, j0, j1)`: the exceptions `[j0, j1)` of vector `v` of `hipatch`
     /// node `k`, found by summing the counts before it across a warp (every lane calls it),
     /// checked against the node's exception count.
+    /// Also `zf_hpq<k>(e, v, j, j0)`: exception `j`'s position, or `~0u` (and an error) when
+    /// its offset is outside its vector, past the end, or not after the one before it.
     fn hipatch_vector(&mut self, k: usize) {
         let n = &self.nodes[k];
-        let (b, counts) = (n.base, n.children[1]);
+        let (b, counts, offsets) = (n.base, n.children[1], n.children[2]);
         self.src.push_str(&format!(
             r#"
 // node {k}: hipatch: the exceptions [j0, j1) of vector v; every lane of the warp calls it.
@@ -1200,38 +1196,40 @@ __device__ __forceinline__ void zf_hp{k}(const Env& e, u32 v, u32& j0, u32& j1) 
   j1 = min(end, cnt);
   j0 = min(s, j1);
 }}
+
+// node {k}: hipatch: the position of exception j (of vector v, whose first is j0), or ~0u.
+__device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
+  const u32 off = (u32)zf_n{offsets}(e, j), q = v * 1024u + off;
+  if (off >= 1024u || q >= (u32)e.prm[{b}] || (j > j0 && off <= (u32)zf_n{offsets}(e, j - 1u))) {{
+    atomicOr(e.err, ZF_ERR_PATCH);
+    return ~0u;
+  }}
+  return q;
+}}
 "#,
             cnt = b + 2,
         ));
     }
 
     /// Code that ORs the exceptions of vector `v` of `hipatch` node `k` into `slot` (a place
-    /// indexed by `q`, the exception's position), run by one whole warp; `reference` is a
-    /// `for` reference the slot holds added, taken off and put back.
-    fn hipatch_apply(&self, k: usize, slot: &str, reference: Option<&str>) -> Result<String> {
+    /// indexed by `q`, the exception's position), run by one whole warp.
+    fn hipatch_apply(&self, k: usize, slot: &str) -> Result<String> {
         let n = &self.nodes[k];
         let t = ctype(n.ptype)?;
         let a = acc(n.ptype);
-        let (b, offsets, high) = (n.base, n.children[2], n.children[3]);
-        let (take, put) = match reference {
-            Some(r) => (format!(" - ({a}){r}"), format!(" + ({a}){r}")),
-            None => (String::new(), String::new()),
-        };
+        let high = n.children[3];
         Ok(format!(
             r#"      u32 j0, j1;
       zf_hp{k}(e, v, j0, j1);
-      const u32 W = (u32)e.prm[{w}], n = (u32)e.prm[{b}];
+      const u32 W = (u32)e.prm[{w}];
       for (u32 j = j0 + (threadIdx.x & 31u); j < j1; j += 32u) {{
-        const u32 off = (u32)zf_n{offsets}(e, j), q = v * 1024u + off;
-        if (off >= 1024u || q >= n || (j > j0 && off <= (u32)zf_n{offsets}(e, j - 1u))) {{
-          atomicOr(e.err, ZF_ERR_PATCH);
-          continue;
-        }}
+        const u32 q = zf_hpq{k}(e, v, j, j0);
+        if (q == ~0u) continue;
         const {a} h = ({a})zf_n{high}(e, j) << W;
-        {slot} = ({t})(((({a}){slot}{take}) | h){put});
+        {slot} = ({t})(((({a}){slot}) | h));
       }}
 "#,
-            w = b + 1,
+            w = n.base + 1,
         ))
     }
 
@@ -1291,7 +1289,7 @@ __device__ __forceinline__ void zf_hp{k}(const Env& e, u32 v, u32& j0, u32& j1) 
 "#,
                 bp = self.buf(k, "p")?,
                 low = ch(0),
-                apply = self.hipatch_apply(k, &self.buf(k, "q")?, None)?,
+                apply = self.hipatch_apply(k, &self.buf(k, "q")?)?,
             ),
             Op::Delta => format!(
                 r#"  {{ // node {k}: delta: wrapping prefix sum over the chunk, tile by tile

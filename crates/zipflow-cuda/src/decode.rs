@@ -955,19 +955,8 @@ impl Filler<'_> {
                 same_len(&node.children[0], name)?;
             }
             Op::Fsst => {
-                node.expect_shape(name, 2, 1)?;
-                let (table, log2) = fsst::read_table(node)?;
-                let pieces = node.len.div_ceil(1 << log2);
-                let ends = node.buffer(1, "piece ends")?;
-                if ends.len() != 4 * pieces {
-                    return Err(Error::corrupt(format!(
-                        "fsst has {} bytes of piece ends, {} bytes in pieces of 2^{log2} \
-                         need {pieces} ends",
-                        ends.len(),
-                        node.len
-                    )));
-                }
-                if pieces == 0 && node.children[0].len != 0 {
+                let (table, log2, ends) = fsst::check(node)?;
+                if ends.is_empty() && node.children[0].len != 0 {
                     return Err(Error::corrupt("fsst codes for an empty stream"));
                 }
                 // The symbol table for the kernel: 256 symbols (0 past the table's), then

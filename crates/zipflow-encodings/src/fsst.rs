@@ -125,19 +125,9 @@ impl Encoding for Fsst {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("fsst", 2, 1)?;
-        let (table, log2_piece) = read_table(node)?;
-        let npieces = node.len.div_ceil(1 << log2_piece);
+        let (table, log2_piece, ends) = check(node)?;
         let mut copy = Vec::new();
-        let ends = cast_or_copy::<u32>(node.buffer(1, "piece ends")?, &mut copy, "fsst")?;
-        if ends.len() != npieces {
-            return Err(Error::corrupt(format!(
-                "fsst has {} piece ends, {} bytes in pieces of 2^{log2_piece} need {npieces}",
-                ends.len(),
-                node.len
-            )));
-        }
-        expect_child(node, 0, "codes", PType::U8, None)?;
+        let ends = cast_or_copy::<u32>(ends, &mut copy, "fsst")?;
         let Values::Int(IntVec::U8(out)) = out else {
             return Err(Error::corrupt("fsst decodes u8 streams only"));
         };
@@ -151,6 +141,25 @@ impl Encoding for Fsst {
         scratch.give(codes);
         result
     }
+}
+
+/// Checks an `fsst` node's shape, table, piece ends (as many as its pieces) and codes child;
+/// returns the table, the pieces' log2 size and the ends' bytes.
+pub fn check<'a>(node: &NodeView<'a>) -> Result<(SymbolTable, u8, &'a [u8])> {
+    node.expect_shape("fsst", 2, 1)?;
+    let (table, log2_piece) = read_table(node)?;
+    let npieces = node.len.div_ceil(1 << log2_piece);
+    let ends = node.buffer(1, "piece ends")?;
+    if ends.len() != 4 * npieces {
+        return Err(Error::corrupt(format!(
+            "fsst has {} bytes of piece ends, {} bytes in pieces of 2^{log2_piece} need \
+             {npieces} ends",
+            ends.len(),
+            node.len
+        )));
+    }
+    expect_child(node, 0, "codes", PType::U8, None)?;
+    Ok((table, log2_piece, ends))
 }
 
 /// Reads and checks the symbol table and piece size of an `fsst` node.
