@@ -348,6 +348,15 @@ fn needs_scratch(s: &Shape, k: usize, kind: KernelKind) -> bool {
         && (materialised(s.op, kind) || (s.op == Op::Plain && s.ptype == PType::Bytes))
 }
 
+/// Whether the shape is a root `delta` over `rle` in a chunk kernel: one stage decodes both,
+/// from sums over runs (see [`Gen::delta_rle_stage`]), and the runs are never expanded into
+/// a buffer of their own.
+fn delta_over_rle(shape: &Shape, kind: KernelKind) -> bool {
+    kind == KernelKind::Chunk
+        && shape.op == Op::Delta
+        && shape.children.first().is_some_and(|c| c.op == Op::Rle)
+}
+
 /// Assigns descriptor slots in pre-order.
 fn layout(shape: &Shape, kind: KernelKind) -> (Vec<NodeSlots>, usize) {
     let order = shape.preorder();
@@ -376,10 +385,11 @@ fn layout(shape: &Shape, kind: KernelKind) -> (Vec<NodeSlots>, usize) {
         starts.resize(order.len(), Vec::new());
         walk(shape, 0, &mut starts);
     }
+    let fused = delta_over_rle(shape, kind);
     for (k, s) in order.iter().enumerate() {
         let base = next;
         next += 1 + param_slots(s.op);
-        let scratch = needs_scratch(s, k, kind).then(|| {
+        let scratch = (needs_scratch(s, k, kind) && !(fused && k == 1)).then(|| {
             next += 1;
             next - 1
         });
@@ -442,6 +452,21 @@ __device__ __forceinline__ A zf_unpack(const U* __restrict__ w, u32 W, u32 p) {
   A x = (A)__ldg(vw + LANES * k + lane) >> sh;
   if (sh + W > (u32)BITS) x |= (A)__ldg(vw + LANES * (k + 1u) + lane) << (BITS - sh);
   return W == (u32)BITS ? x : (x & (((A)1 << W) - (A)1));
+}
+
+// Runs per thread of an rle tile, and runs per tile.
+#define ZF_RLE_ITEMS 4u
+#define ZF_RLE_TILE (ZF_RLE_ITEMS * ZF_THREADS)
+
+// The run of an rle tile holding output position q: the last j with rs[j] <= q (rs holds
+// ZF_RLE_TILE + 1 non-decreasing starts, rs[0] <= q < rs[ZF_RLE_TILE]).
+__device__ __forceinline__ u32 zf_run_of(const u32* rs, u32 q) {
+  u32 lo = 1u, up = ZF_RLE_TILE;
+  while (lo < up) {
+    const u32 mid = (lo + up) >> 1;
+    if (rs[mid] <= q) lo = mid + 1u; else up = mid;
+  }
+  return lo - 1u;
 }
 
 // First index in the sorted a[0..n) whose value is >= x.
@@ -989,6 +1014,82 @@ fn radix_body(n: &NodeSlots, t: &str) -> Result<String> {
     ))
 }
 
+/// The shared part of the `rle` stages: `load` reads the first tile's runs ahead (and declares
+/// `nruns`, `carry`); `place` (in the loop over tiles starting at `r0`) sums the tile's
+/// lengths, checks them, writes the run starts to `rs` (`ZF_RLE_TILE + 1` entries, the last
+/// one the tile's end) and the values to `rv`, reads the next tile's runs ahead, and ends
+/// with a barrier; `tot` is the tile's length. With `delta` (its accumulator type), each
+/// run's value times its length is summed too: `rb` holds the value before each run
+/// (`dcarry` plus the exclusive sum), `dtot` the tile's total.
+fn rle_tiles(
+    t: &str,
+    values: usize,
+    runs: usize,
+    vlen: usize,
+    delta: Option<&str>,
+) -> (String, String) {
+    let load = format!(
+        r#"    const u32 nruns = (u32)e.prm[{vlen}];
+    u64 carry = 0ull;
+    // Each thread's ZF_RLE_ITEMS consecutive runs of the next tile, loaded a tile ahead.
+    u32 nl[ZF_RLE_ITEMS];
+    {t} nv[ZF_RLE_ITEMS];
+#pragma unroll
+    for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{
+      const u32 r = threadIdx.x * ZF_RLE_ITEMS + i;
+      nl[i] = r < nruns ? (u32)zf_n{runs}(e, r) : 0u;
+      nv[i] = r < nruns ? zf_n{values}(e, r) : ({t})0;
+    }}
+"#
+    );
+    let (dsum, dput, dend) = match delta {
+        Some(a) => (
+            format!(
+                r#"      {a} dl = ({a})0;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) dl += ({a})nv[i] * ({a})nl[i];
+      {a} dtot;
+      {a} d = dcarry + zf_scan_excl<{a}>(dl, &dtot);
+"#
+            ),
+            format!(
+                "        rb[threadIdx.x * ZF_RLE_ITEMS + i] = d;
+        d += ({a})nv[i] * ({a})nl[i];
+"
+            ),
+            "",
+        ),
+        None => (String::new(), String::new(), ""),
+    };
+    let place = format!(
+        r#"      u64 ls = 0ull;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) ls += nl[i];
+      u64 tot;
+      u64 s = carry + zf_scan_excl<u64>(ls, &tot);
+{dsum}#pragma unroll
+      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{
+        const u32 r = r0 + threadIdx.x * ZF_RLE_ITEMS + i;
+        if (r < nruns && nl[i] == 0u) atomicOr(e.err, ZF_ERR_RLE_ZERO);
+        if (s + nl[i] > n) atomicOr(e.err, ZF_ERR_RLE_SUM);
+        rs[threadIdx.x * ZF_RLE_ITEMS + i] = (u32)min(s, (u64)n);
+        rv[threadIdx.x * ZF_RLE_ITEMS + i] = nv[i];
+{dput}        s += nl[i];
+      }}
+      if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);{dend}
+      // The next tile's runs load while the block waits.
+#pragma unroll
+      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{
+        const u32 r = r0 + ZF_RLE_TILE + threadIdx.x * ZF_RLE_ITEMS + i;
+        nl[i] = r < nruns ? (u32)zf_n{runs}(e, r) : 0u;
+        nv[i] = r < nruns ? zf_n{values}(e, r) : ({t})0;
+      }}
+      __syncthreads();
+"#
+    );
+    (load, place)
+}
+
 struct Gen<'a> {
     nodes: &'a [NodeSlots],
     kind: KernelKind,
@@ -1036,6 +1137,22 @@ impl Gen<'_> {
     /// Emits node `k`'s functions (children first) and, if it is materialised, its stage.
     fn node(&mut self, k: usize) -> Result<()> {
         let n = self.nodes[k].clone();
+        let fused = k == 0
+            && self.kind == KernelKind::Chunk
+            && n.op == Op::Delta
+            && n.children
+                .first()
+                .is_some_and(|&c| self.nodes[c].op == Op::Rle);
+        if fused {
+            // The root `delta` over `rle`: the runs' children, then one stage for both.
+            let rle = n.children[0];
+            for &c in &self.nodes[rle].children.clone() {
+                self.node(c)?;
+            }
+            let st = self.delta_rle_stage(k, rle)?;
+            self.stages.push_str(&st);
+            return Ok(());
+        }
         for &c in &n.children {
             self.node(c)?;
         }
@@ -1234,6 +1351,50 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
     }
 
     /// Emits the stage that materialises node `k`.
+    /// The stage of a root `delta` (node `k`) over `rle` (node `rle`): the value at output
+    /// position `q` in run `j` (starting at `s_j`, value `v_j`) is the delta's base plus the
+    /// sum of `v * length` over the runs before `j`, plus `v_j * (q - s_j + 1)`. So both
+    /// decode in one pass over run tiles, as `rle` alone does, with a second sum over the
+    /// runs, and no buffer in between.
+    fn delta_rle_stage(&mut self, k: usize, rle: usize) -> Result<String> {
+        let n = &self.nodes[k];
+        let r = &self.nodes[rle];
+        let t = ctype(n.ptype)?;
+        let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
+        let a = acc(n.ptype);
+        let (values, runs) = (r.children[0], r.children[1]);
+        let (load, place) = rle_tiles(t, values, runs, self.nodes[values].base, Some(a));
+        Ok(format!(
+            r#"  {{ // node {k}: delta over rle (node {rle}), in one pass over run tiles: each run's first
+    // value from an exclusive sum of value * length, then each output position of the tile
+    // (coalesced) from its run's by binary search over the run starts in shared memory
+    __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
+    __shared__ {a} zf_rv{k}[ZF_RLE_TILE];
+    __shared__ {a} zf_rb{k}[ZF_RLE_TILE];
+    u32* const rs = zf_rs{k};
+    {a}* const rv = zf_rv{k};
+    {a}* const rb = zf_rb{k};
+    const u32 n = (u32)e.prm[{len}];
+    {a} dcarry = ({a})e.prm[{base}];
+{load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
+{place}      const u32 hi = rs[ZF_RLE_TILE];
+      for (u32 q = rs[0] + threadIdx.x; q < hi; q += ZF_THREADS) {{
+        const u32 j = zf_run_of(rs, q);
+        o[q] = ({t})({u})(rb[j] + rv[j] * ({a})(q - rs[j] + 1u));
+      }}
+      carry += tot;
+      dcarry += dtot;
+      __syncthreads();
+    }}
+    if (threadIdx.x == 0u && carry != n) atomicOr(e.err, ZF_ERR_RLE_SUM);
+    __syncthreads();
+  }}
+"#,
+            len = self.nodes[rle].base,
+            base = n.base + 1,
+        ))
+    }
+
     fn stage(&mut self, k: usize) -> Result<()> {
         let n = self.nodes[k].clone();
         let t = ctype(n.ptype)?;
@@ -1364,39 +1525,21 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
             ),
             Op::Rle => {
                 let (values, runs) = (ch(0), ch(1));
+                let (load, place) = rle_tiles(t, values, runs, self.nodes[values].base, None);
                 format!(
-                    r#"  {{ // node {k}: rle: exclusive sum of run lengths, then the tile's output
-    // positions written in order (coalesced), each finding its run by binary search over
-    // the tile's run starts in shared memory.
-    __shared__ u32 zf_rs{k}[ZF_THREADS + 1u];
-    __shared__ {t} zf_rv{k}[ZF_THREADS];
+                    r#"  {{ // node {k}: rle: run tiles of ZF_RLE_ITEMS runs per thread; an exclusive sum of
+    // their lengths places them, then each output position of the tile (coalesced) finds
+    // its run by binary search over the tile's run starts in shared memory
+    __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
+    __shared__ {t} zf_rv{k}[ZF_RLE_TILE];
+    u32* const rs = zf_rs{k};
+    {t}* const rv = zf_rv{k};
     const u32 n = (u32)e.prm[{b}];
-    const u32 nruns = (u32)e.prm[{vlen}];
-    u64 carry = 0ull;
-    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_THREADS) {{
-      const u32 r = r0 + threadIdx.x;
-      u32 run = 0u;
-      {t} x = ({t})0;
-      if (r < nruns) {{
-        run = (u32)zf_n{runs}(e, r);
-        x = zf_n{values}(e, r);
-        if (run == 0u) atomicOr(e.err, ZF_ERR_RLE_ZERO);
-      }}
-      u64 tot;
-      const u64 start = carry + zf_scan_excl<u64>((u64)run, &tot);
-      if (start + run > n) atomicOr(e.err, ZF_ERR_RLE_SUM);
-      zf_rs{k}[threadIdx.x] = (u32)min(start, (u64)n);
-      zf_rv{k}[threadIdx.x] = x;
-      if (threadIdx.x == 0u) zf_rs{k}[ZF_THREADS] = (u32)min(carry + tot, (u64)n);
-      __syncthreads();
-      const u32 hi = zf_rs{k}[ZF_THREADS];
-      for (u32 q = zf_rs{k}[0] + threadIdx.x; q < hi; q += ZF_THREADS) {{
-        u32 lo = 1u, up = ZF_THREADS;
-        while (lo < up) {{
-          const u32 mid = (lo + up) >> 1;
-          if (zf_rs{k}[mid] <= q) lo = mid + 1u; else up = mid;
-        }}
-        {bq} = zf_rv{k}[lo - 1u];
+{load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
+{place}      const u32 hi = rs[ZF_RLE_TILE];
+      for (u32 q = rs[0] + threadIdx.x; q < hi; q += ZF_THREADS) {{
+        const u32 j = zf_run_of(rs, q);
+        {bq} = rv[j];
       }}
       carry += tot;
       __syncthreads();
@@ -1405,7 +1548,6 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
     __syncthreads();
   }}
 "#,
-                    vlen = self.nodes[values].base,
                     bq = self.buf(k, "q")?,
                 )
             }
@@ -1919,25 +2061,60 @@ mod tests {
             chunk.source
         );
         let nested = generate(&shape_of(
+            "zigzag | delta | rle(values: for | bitpack, runs: for | bitpack)",
+            &ints(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        for (k, op) in [(1, Op::Delta), (2, Op::Rle)] {
+            assert_eq!(nested.nodes[k].op, op);
+            let slot = nested.nodes[k]
+                .scratch
+                .unwrap_or_else(|| panic!("no scratch slot"));
+            assert!(
+                nested
+                    .source
+                    .contains(&format!("(u64*)(e.scratch + e.prm[{slot}])")),
+                "{}",
+                nested.source
+            );
+        }
+        // The root delta writes the output directly.
+        let delta =
+            generate(&shape_of("delta | for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
+        assert!(delta.nodes[0].scratch.is_none());
+        assert!(
+            delta
+                .source
+                .contains("o[p] = (i64)(u64)st[i * ZF_THREADS + threadIdx.x]")
+        );
+    }
+
+    #[test]
+    fn a_root_delta_over_rle_decodes_both_from_sums_over_runs() {
+        let k = generate(&shape_of(
             "delta | rle(values: for | bitpack, runs: for | bitpack)",
             &ints(),
         ))
         .unwrap_or_else(|e| panic!("{e}"));
-        let rle = &nested.nodes[1];
-        assert_eq!(rle.op, Op::Rle);
-        let slot = rle.scratch.unwrap_or_else(|| panic!("no scratch slot"));
+        assert_eq!(k.kind, KernelKind::Chunk);
+        assert_eq!(k.nodes[1].op, Op::Rle);
+        // No buffer for the runs' expansion, no scan over values.
+        assert!(k.nodes.iter().all(|n| n.scratch.is_none()));
+        assert!(!k.source.contains("zf_st0"), "{}", k.source);
         assert!(
-            nested
-                .source
-                .contains(&format!("(i64*)(e.scratch + e.prm[{slot}])"))
+            k.source
+                .contains("o[q] = (i64)(u64)(rb[j] + rv[j] * (u64)(q - rs[j] + 1u));"),
+            "{}",
+            k.source
         );
-        // The root delta writes the output directly.
-        assert!(nested.nodes[0].scratch.is_none());
-        assert!(
-            chunk
-                .source
-                .contains("o[p] = (i64)(u64)st[i * ZF_THREADS + threadIdx.x]")
-        );
+        assert!(k.source.contains("dl += (u64)nv[i] * (u64)nl[i];"));
+        // Under another node, `rle` is expanded into its buffer as usual.
+        let k = generate(&shape_of(
+            "rle(values: delta | rle(values: bitpack, runs: bitpack), runs: bitpack)",
+            &ints(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!k.source.contains("zf_rb"), "{}", k.source);
     }
 
     #[test]
