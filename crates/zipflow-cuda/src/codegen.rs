@@ -459,15 +459,17 @@ __device__ __forceinline__ A zf_unpack(const U* __restrict__ w, u32 W, u32 p) {
 #define ZF_RLE_TILE (ZF_RLE_ITEMS * ZF_THREADS)
 
 // The run of an rle tile holding output position q: the last j with rs[j] <= q (rs holds
-// ZF_RLE_TILE + 1 non-decreasing starts, rs[0] <= q < rs[ZF_RLE_TILE]).
+// ZF_RLE_TILE + 1 non-decreasing starts, rs[0] <= q < rs[ZF_RLE_TILE]). A fixed number of
+// branch-free steps, so that several searches interleave.
 __device__ __forceinline__ u32 zf_run_of(const u32* rs, u32 q) {
-  u32 lo = 1u, up = ZF_RLE_TILE;
-  while (lo < up) {
-    const u32 mid = (lo + up) >> 1;
-    if (rs[mid] <= q) lo = mid + 1u; else up = mid;
-  }
-  return lo - 1u;
+  u32 j = 0u;
+#pragma unroll
+  for (u32 s = ZF_RLE_TILE / 2u; s > 0u; s >>= 1) j += rs[j + s] <= q ? s : 0u;
+  return j;
 }
+
+// Output positions of an rle tile per thread and step: their searches are independent.
+#define ZF_RLE_OUT 4u
 
 // First index in the sorted a[0..n) whose value is >= x.
 __device__ __forceinline__ u32 zf_lower_bound(const u32* a, u32 n, u32 x) {
@@ -629,9 +631,16 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
             )
         }
     };
+    // A chunk kernel runs one block per chunk, each a long chain of barriers: registers are
+    // capped so that a multiprocessor holds as many blocks as it has threads for (2048), and
+    // a column of a thousand chunks runs in one wave.
+    let bounds = match kind {
+        KernelKind::Tile => "ZF_THREADS",
+        KernelKind::Chunk => "ZF_THREADS, 2048 / ZF_THREADS",
+    };
     g.src.push_str(&format!(
         r#"
-extern "C" __global__ void __launch_bounds__(ZF_THREADS)
+extern "C" __global__ void __launch_bounds__({bounds})
 {KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
           const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
   const u32 chunk = work[2u * blockIdx.x], vec = work[2u * blockIdx.x + 1u];
@@ -1378,9 +1387,15 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
     {a} dcarry = ({a})e.prm[{base}];
 {load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
 {place}      const u32 hi = rs[ZF_RLE_TILE];
-      for (u32 q = rs[0] + threadIdx.x; q < hi; q += ZF_THREADS) {{
-        const u32 j = zf_run_of(rs, q);
-        o[q] = ({t})({u})(rb[j] + rv[j] * ({a})(q - rs[j] + 1u));
+      for (u32 q0 = rs[0] + threadIdx.x; q0 < hi; q0 += ZF_RLE_OUT * ZF_THREADS) {{
+        u32 jj[ZF_RLE_OUT];
+#pragma unroll
+        for (u32 i = 0u; i < ZF_RLE_OUT; ++i) jj[i] = zf_run_of(rs, min(q0 + i * ZF_THREADS, hi - 1u));
+#pragma unroll
+        for (u32 i = 0u; i < ZF_RLE_OUT; ++i) {{
+          const u32 q = q0 + i * ZF_THREADS, j = jj[i];
+          if (q < hi) o[q] = ({t})({u})(rb[j] + rv[j] * ({a})(q - rs[j] + 1u));
+        }}
       }}
       carry += tot;
       dcarry += dtot;
@@ -1537,9 +1552,15 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
     const u32 n = (u32)e.prm[{b}];
 {load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
 {place}      const u32 hi = rs[ZF_RLE_TILE];
-      for (u32 q = rs[0] + threadIdx.x; q < hi; q += ZF_THREADS) {{
-        const u32 j = zf_run_of(rs, q);
-        {bq} = rv[j];
+      for (u32 q0 = rs[0] + threadIdx.x; q0 < hi; q0 += ZF_RLE_OUT * ZF_THREADS) {{
+        u32 jj[ZF_RLE_OUT];
+#pragma unroll
+        for (u32 i = 0u; i < ZF_RLE_OUT; ++i) jj[i] = zf_run_of(rs, min(q0 + i * ZF_THREADS, hi - 1u));
+#pragma unroll
+        for (u32 i = 0u; i < ZF_RLE_OUT; ++i) {{
+          const u32 q = q0 + i * ZF_THREADS;
+          if (q < hi) {bq} = rv[jj[i]];
+        }}
       }}
       carry += tot;
       __syncthreads();
@@ -2108,6 +2129,10 @@ mod tests {
             k.source
         );
         assert!(k.source.contains("dl += (u64)nv[i] * (u64)nl[i];"));
+        assert!(
+            k.source
+                .contains("__launch_bounds__(ZF_THREADS, 2048 / ZF_THREADS)")
+        );
         // Under another node, `rle` is expanded into its buffer as usual.
         let k = generate(&shape_of(
             "rle(values: delta | rle(values: bitpack, runs: bitpack), runs: bitpack)",
