@@ -307,6 +307,47 @@ fn tpch_main_job_runs_small() {
 }
 
 #[test]
+fn gpu_bench_runs_or_says_there_is_no_gpu_in_one_line() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let o = zipflow(&["bench", "gpu", "--sf", "0.0"], dir.path());
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--sf must be in (0, 1000]"),
+        "{}",
+        stderr(&o)
+    );
+    let args = [
+        "bench",
+        "gpu",
+        "--sf",
+        "0.01",
+        "--reps",
+        "1",
+        "--fusion-rows",
+        "0",
+        "-q",
+    ];
+    let o = zipflow(&args, dir.path());
+    let err = stderr(&o);
+    if o.status.success() {
+        // A GPU: every column decoded and checked against the CPU.
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("bit-identical to the CPU"), "{out}");
+    } else {
+        assert!(
+            err.starts_with("error: ") && err.contains("no usable GPU"),
+            "{err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    // Nothing left behind in the working directory.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .collect();
+    assert!(left.is_empty());
+}
+
+#[test]
 fn text_mode_gives_back_the_exact_bytes() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut data = b"It was the best of times, it was the worst of times; ".repeat(2000);

@@ -29,6 +29,9 @@ pub enum Suite {
     Ndvi(super::raster::BenchNdviArgs),
     /// Fused SUM over a bit-packed u32 column vs plain, at bit widths 1..32.
     SumCurve(super::raster::SumCurveArgs),
+    /// Every TPC-H lineitem column decoded on the GPU beside nvCOMP 6.0 on the same rows
+    /// (`--nvcomp`), and fused nested plans against one kernel per primitive, in one run.
+    Gpu(super::bench_gpu::Args),
 }
 
 /// Runs `zipflow bench`.
@@ -39,6 +42,7 @@ pub fn run(a: Args) -> Result<()> {
         Suite::Selection(a) => super::bench_selection::run(a),
         Suite::Ndvi(a) => super::raster::bench_ndvi(a),
         Suite::SumCurve(a) => super::raster::bench_sum_curve(a),
+        Suite::Gpu(a) => super::bench_gpu::run(a),
     }
 }
 

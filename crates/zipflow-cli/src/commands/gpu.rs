@@ -92,7 +92,8 @@ pub fn run(a: Args) -> Result<()> {
             &columns,
             !no_check,
             repeat.max(1),
-        ),
+        )
+        .map(drop),
         GpuCommand::Fusion { device, rows, reps } => fusion(device, rows.max(1024), reps.max(1)),
     }
 }
@@ -165,7 +166,9 @@ fn split_nodes(
     Ok(())
 }
 
-fn fusion(device: usize, rows: usize, reps: usize) -> Result<()> {
+/// Prints the table of `zipflow gpu fusion`: each nested plan fused against one kernel per
+/// primitive, over `rows` synthetic values per column.
+pub fn fusion(device: usize, rows: usize, reps: usize) -> Result<()> {
     let gpu = Gpu::open(device)?;
     println!("{}", gpu.info());
     println!(
@@ -250,14 +253,31 @@ fn median(mut v: Vec<f32>) -> f64 {
     v.get(v.len() / 2).copied().map_or(f64::NAN, f64::from)
 }
 
-fn bench(
+/// One column's figures from [`bench`].
+#[derive(Debug, Clone)]
+pub struct ColumnTiming {
+    /// Column name.
+    pub name: String,
+    /// The plan shapes of its chunks, ` / `-separated.
+    pub shapes: String,
+    /// Decoded bytes (of a string column: its strings' bytes, offsets not counted).
+    pub decoded: f64,
+    /// Compressed bytes, as staged for the GPU.
+    pub compressed: f64,
+    /// Median kernel milliseconds, input on the device.
+    pub kernel_ms: f64,
+}
+
+/// Prints the table of `zipflow gpu bench` for the columns of `input` (all, or `only`), and
+/// returns each column's figures.
+pub fn bench(
     input: &PathBuf,
     device: usize,
     reps: usize,
     only: &[String],
     check: bool,
     repeat: usize,
-) -> Result<()> {
+) -> Result<Vec<ColumnTiming>> {
     let gpu = Gpu::open(device)?;
     println!("{}", gpu.info());
     let zf = ZfFile::open(input)?;
@@ -272,6 +292,7 @@ fn bench(
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut scratch = Scratch::default();
+    let mut timings = Vec::new();
     let (mut total_decoded, mut total_kernel_ms) = (0f64, 0f64);
     let (mut string_decoded, mut string_kernel_ms) = (0f64, 0f64);
     for (c, meta) in zf.columns().iter().enumerate() {
@@ -294,7 +315,8 @@ fn bench(
         let kernel = median(d.time_resident(reps)?);
         let e2e = median(d.time_upload_and_decode(reps)?);
         let decoded = d.decoded_bytes() as f64;
-        let ratio = decoded / d.compressed_bytes().max(1) as f64;
+        let d_compressed = d.compressed_bytes().max(1) as f64;
+        let ratio = decoded / d_compressed;
         let shapes = d.shapes().join(" / ");
         // Strings without their offsets: the output a byte-stream decompressor gives.
         let bytes_only = if strings {
@@ -323,6 +345,13 @@ fn bench(
                 at += n;
             }
         }
+        timings.push(ColumnTiming {
+            name: meta.name.clone(),
+            shapes: shapes.clone(),
+            decoded,
+            compressed: d_compressed,
+            kernel_ms: kernel,
+        });
         if strings {
             string_decoded += decoded;
             string_kernel_ms += kernel;
@@ -379,7 +408,7 @@ fn bench(
             }
         );
     }
-    Ok(())
+    Ok(timings)
 }
 
 /// All row groups of `zf` as record batches, columns decoded on GPU `device` (each column

@@ -44,7 +44,7 @@ pub struct Args {
     pub quiet: bool,
 }
 
-fn spinner(msg: &str, quiet: bool) -> ProgressBar {
+pub(crate) fn spinner(msg: &str, quiet: bool) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
     }
