@@ -5,6 +5,10 @@
 //! live in `$ZIPFLOW_CACHE_DIR`, else `$XDG_CACHE_HOME/zipflow/cuda`, else
 //! `$HOME/.cache/zipflow/cuda`. A cache that cannot be read or written is skipped silently:
 //! it only ever saves time.
+//!
+//! The same directory remembers launch shapes tuned on a device (`zipflow gpu tune`): the block
+//! size chosen for a chunk kernel's plan shape, per arch and driver, one line each in
+//! `launch.tsv` (`sm_90`, driver version, threads, shape key; tab-separated).
 
 use crate::codegen::Kernel;
 use crate::device::GpuInfo;
@@ -71,6 +75,68 @@ impl ModuleCache {
     }
 }
 
+/// Block sizes (threads per block) a numeric chunk kernel may be tuned to; the generated code
+/// holds for each, and 256 ([`crate::codegen::CHUNK_THREADS`]) is the default.
+pub const TUNE_THREADS: [u32; 3] = [128, 256, 512];
+
+/// The entries of a `launch.tsv`: (arch, driver, threads, shape key); malformed lines and
+/// block sizes outside [`TUNE_THREADS`] are left out.
+fn launch_entries(text: &str) -> Vec<(String, i32, u32, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(4, '\t');
+            let sm = f.next()?.to_string();
+            let driver = f.next()?.parse().ok()?;
+            let threads = f
+                .next()?
+                .parse()
+                .ok()
+                .filter(|t| TUNE_THREADS.contains(t))?;
+            let key = f.next().filter(|k| !k.is_empty())?.to_string();
+            Some((sm, driver, threads, key))
+        })
+        .collect()
+}
+
+impl ModuleCache {
+    fn launch_file(&self) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join("launch.tsv"))
+    }
+
+    /// The block size remembered for plan shape `key` on `info`'s arch and driver.
+    pub fn remembered_threads(&self, info: &GpuInfo, key: &str) -> Option<u32> {
+        let text = std::fs::read_to_string(self.launch_file()?).ok()?;
+        launch_entries(&text)
+            .into_iter()
+            .find(|(sm, d, _, k)| *sm == info.sm() && *d == info.driver_version && k == key)
+            .map(|(_, _, t, _)| t)
+    }
+
+    /// Remembers `threads` for plan shape `key` on `info`'s arch and driver, replacing what was
+    /// remembered before. Like the module cache, a file that cannot be written is skipped.
+    pub fn remember_threads(&self, info: &GpuInfo, key: &str, threads: u32) {
+        let Some(path) = self.launch_file() else {
+            return;
+        };
+        if !TUNE_THREADS.contains(&threads) || key.contains(['\t', '\n']) {
+            return;
+        }
+        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut text = String::new();
+        for (sm, d, t, k) in launch_entries(&old) {
+            if !(sm == info.sm() && d == info.driver_version && k == key) {
+                text.push_str(&format!("{sm}\t{d}\t{t}\t{k}\n"));
+            }
+        }
+        text.push_str(&format!(
+            "{}\t{}\t{threads}\t{key}\n",
+            info.sm(),
+            info.driver_version
+        ));
+        store(&path, &text);
+    }
+}
+
 /// Writes an entry atomically (temporary file, then rename); failures are ignored.
 fn store(path: &std::path::Path, text: &str) {
     let Some(dir) = path.parent() else { return };
@@ -107,4 +173,55 @@ pub fn compile(kernel: &Kernel, options: &[String]) -> Result<String> {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8(bytes[..end].to_vec())
         .map_err(|e| Error::external("NVRTC returned PTX that is not UTF-8", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(arch: (i32, i32), driver: i32) -> GpuInfo {
+        GpuInfo {
+            ordinal: 0,
+            name: "test".into(),
+            arch,
+            memory_bytes: 0,
+            multiprocessors: 1,
+            driver_version: driver,
+            nvrtc_version: (13, 0),
+        }
+    }
+
+    #[test]
+    fn launch_shapes_are_remembered_per_arch_driver_and_shape() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let cache = ModuleCache::in_dir(dir.path());
+        let h200 = info((9, 0), 13000);
+        let key = "delta:i64(rle:i64(bitpack(6):i64,bitpack(3):u32))";
+        assert_eq!(cache.remembered_threads(&h200, key), None);
+        cache.remember_threads(&h200, key, 512);
+        cache.remember_threads(&h200, "rle:i64(plain:i64,plain:u32)", 128);
+        assert_eq!(cache.remembered_threads(&h200, key), Some(512));
+        // Another arch or driver has its own.
+        assert_eq!(cache.remembered_threads(&info((8, 0), 13000), key), None);
+        assert_eq!(cache.remembered_threads(&info((9, 0), 12080), key), None);
+        // Tuned again: replaced, not added.
+        cache.remember_threads(&h200, key, 128);
+        assert_eq!(cache.remembered_threads(&h200, key), Some(128));
+        let text = std::fs::read_to_string(dir.path().join("launch.tsv"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(text.lines().count(), 2, "{text}");
+        // Sizes outside the tuned set are neither written nor read back.
+        cache.remember_threads(&h200, key, 1000);
+        assert_eq!(cache.remembered_threads(&h200, key), Some(128));
+        std::fs::write(
+            dir.path().join("launch.tsv"),
+            format!("garbage\nsm_90\t13000\t96\t{key}\nsm_90\tx\t256\t{key}\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cache.remembered_threads(&h200, key), None);
+        // No directory: nothing remembered, nothing fails.
+        let none = ModuleCache { dir: None };
+        none.remember_threads(&h200, key, 256);
+        assert_eq!(none.remembered_threads(&h200, key), None);
+    }
 }

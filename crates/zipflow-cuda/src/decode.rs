@@ -15,6 +15,7 @@
 //! that [`ColumnDecoder::finish`] turns into `Error::Corrupt`. One check the CPU makes is not
 //! repeated: that a dictionary is strictly increasing (it only matters for predicates).
 
+use crate::cache::TUNE_THREADS;
 use crate::codegen::strings::EXPAND_NAME;
 use crate::codegen::{
     ERR_ANS, ERR_DICT, ERR_FSST, ERR_PATCH, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR, KERNEL_NAME,
@@ -308,7 +309,12 @@ impl<'g> ColumnDecoder<'g> {
                 let gi = match by_key.get(&key) {
                     Some(&gi) => gi,
                     None => {
-                        let kernel = generate(&shape)?;
+                        let mut kernel = generate(&shape)?;
+                        if tunable(&kernel)
+                            && let Some(t) = gpu.launch_threads(&kernel.key)
+                        {
+                            kernel.threads = t;
+                        }
                         host.push(HostGroup {
                             kernel,
                             prm: Vec::new(),
@@ -780,6 +786,95 @@ impl<'g> ColumnDecoder<'g> {
         Ok(times)
     }
 
+    /// Compiles the numeric chunk kernels of the column for `threads` per block (one of
+    /// [`TUNE_THREADS`]) and decodes with them from now on.
+    pub fn set_chunk_threads(&mut self, threads: u32) -> Result<()> {
+        if !TUNE_THREADS.contains(&threads) {
+            return Err(Error::invalid(format!(
+                "{threads} threads per block (chunk kernels take one of {TUNE_THREADS:?})"
+            )));
+        }
+        for g in &mut self.groups {
+            if tunable(&g.kernel) && g.kernel.threads != threads {
+                let mut k = g.kernel.clone();
+                k.threads = threads;
+                g.function = load(self.gpu, &k, KERNEL_NAME, k.dyn_smem)?;
+                g.kernel = k;
+            }
+        }
+        Ok(())
+    }
+
+    /// Times each numeric chunk kernel of the column at every block size of
+    /// [`TUNE_THREADS`] (its launch over all of its chunks, input on the device, CUDA events,
+    /// median of `reps`), keeps the fastest and remembers it for the plan shape on this
+    /// device, so later decoders of the shape start with it. Tile and string kernels keep
+    /// their shapes.
+    pub fn tune(&mut self, reps: usize) -> Result<Vec<TunedShape>> {
+        if !self.groups.iter().any(|g| tunable(&g.kernel)) {
+            return Ok(Vec::new());
+        }
+        if !self.uploaded {
+            self.upload_and_decode()?;
+            self.finish()?;
+        }
+        let stream = self.gpu.streams[0].clone();
+        let ctx = self.gpu.ctx.clone();
+        let mut tuned = Vec::new();
+        for gi in 0..self.groups.len() {
+            if !tunable(&self.groups[gi].kernel) {
+                continue;
+            }
+            let mut ms = Vec::new();
+            for t in TUNE_THREADS {
+                let mut k = self.groups[gi].kernel.clone();
+                k.threads = t;
+                let Ok(f) = load(self.gpu, &k, KERNEL_NAME, k.dyn_smem) else {
+                    ms.push((t, None));
+                    continue;
+                };
+                let g = &self.groups[gi];
+                let n = g.work.len() / 2;
+                let mut times = Vec::with_capacity(reps.max(1));
+                for rep in 0..=reps.max(1) {
+                    let timed = Some(CUevent_flags::CU_EVENT_DEFAULT);
+                    let start = ctx.new_event(timed).map_err(cuda("creating an event"))?;
+                    let end = ctx.new_event(timed).map_err(cuda("creating an event"))?;
+                    start.record(&stream).map_err(cuda("recording an event"))?;
+                    self.launch_one(&f, &g.work, 0..n, t, k.dyn_smem, &g.prm, &stream)?;
+                    end.record(&stream).map_err(cuda("recording an event"))?;
+                    end.synchronize().map_err(cuda("waiting for an event"))?;
+                    // The first launch warms up.
+                    if rep > 0 {
+                        times.push(start.elapsed_ms(&end).map_err(cuda("reading an event"))?);
+                    }
+                }
+                self.finish()?;
+                times.sort_by(f32::total_cmp);
+                ms.push((t, Some(f64::from(times[times.len() / 2]))));
+            }
+            let threads = ms
+                .iter()
+                .filter_map(|&(t, m)| Some((t, m?)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map_or(self.groups[gi].kernel.threads, |m| m.0);
+            let g = &mut self.groups[gi];
+            if g.kernel.threads != threads {
+                let mut k = g.kernel.clone();
+                k.threads = threads;
+                g.function = load(self.gpu, &k, KERNEL_NAME, k.dyn_smem)?;
+                g.kernel = k;
+            }
+            self.gpu.remember_launch(&g.kernel.key, threads);
+            tuned.push(TunedShape {
+                key: g.kernel.key.clone(),
+                ms,
+                threads,
+            });
+        }
+        Ok(tuned)
+    }
+
     /// The decoded column (call [`ColumnDecoder::finish`] first).
     pub fn into_column(self) -> DeviceColumn {
         DeviceColumn {
@@ -790,6 +885,24 @@ impl<'g> ColumnDecoder<'g> {
             buffer: self.output,
         }
     }
+}
+
+/// Whether `kernel`'s block size may be tuned: numeric chunk kernels (string kernels tie their
+/// tiles to their block size, tile kernels their lanes).
+fn tunable(kernel: &Kernel) -> bool {
+    kernel.kind == KernelKind::Chunk && kernel.out != PType::Bytes
+}
+
+/// One plan shape's chunk kernel timed at each block size by [`ColumnDecoder::tune`].
+#[derive(Debug, Clone)]
+pub struct TunedShape {
+    /// The plan shape's key.
+    pub key: String,
+    /// Median kernel milliseconds at each block size of [`TUNE_THREADS`], in order; `None`
+    /// where the kernel does not compile at that size (its shared arrays grow with the block).
+    pub ms: Vec<(u32, Option<f64>)>,
+    /// The block size kept (the fastest).
+    pub threads: u32,
 }
 
 /// Function `name` of `kernel`'s module, allowed `smem` bytes of dynamic shared memory (static

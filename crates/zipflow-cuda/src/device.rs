@@ -185,6 +185,17 @@ impl Gpu {
         &self.info
     }
 
+    /// The block size tuned for a chunk kernel's plan shape `key` on this device, if one was
+    /// remembered (see [`ModuleCache::remember_threads`]).
+    pub fn launch_threads(&self, key: &str) -> Option<u32> {
+        self.cache.remembered_threads(&self.info, key)
+    }
+
+    /// Remembers `threads` as the block size of plan shape `key`'s chunk kernel on this device.
+    pub fn remember_launch(&self, key: &str, threads: u32) {
+        self.cache.remember_threads(&self.info, key, threads);
+    }
+
     /// The compiled function `name` ([`crate::codegen::KERNEL_NAME`], or the second kernel some shapes
     /// have) of `kernel`'s module: from memory, else from the disk cache, else compiled with
     /// NVRTC now (and written to the disk cache).

@@ -34,7 +34,9 @@ pub mod decode;
 pub mod device;
 pub mod shape;
 
-pub use decode::{ColumnDecoder, DeviceColumn, decode_column, decode_column_to_host, decode_trees};
+pub use decode::{
+    ColumnDecoder, DeviceColumn, TunedShape, decode_column, decode_column_to_host, decode_trees,
+};
 pub use device::{Gpu, GpuInfo, no_gpu};
 pub use shape::{Op, Shape};
 

@@ -7,7 +7,7 @@
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, with_int_ptype};
 use zipflow_cuda::codegen::generate;
-use zipflow_cuda::{Gpu, Shape, decode_trees, gpu_required};
+use zipflow_cuda::{ColumnDecoder, Gpu, Shape, decode_trees, gpu_required};
 use zipflow_encodings::{NodeView, decode_bytes, encode};
 
 fn gpu(test: &str) -> Option<Gpu> {
@@ -653,6 +653,61 @@ fn tpch_columns_match_the_cpu() -> Result<()> {
     Ok(())
 }
 
+/// Chunk kernels decode the same at every block size they may be tuned to.
+#[test]
+fn chunk_kernels_match_the_cpu_at_every_tuned_block_size() -> Result<()> {
+    let Some(gpu) = gpu("chunk_kernels_match_the_cpu_at_every_tuned_block_size") else {
+        return Ok(());
+    };
+    let plans = [
+        "delta | for | bitpack",
+        "delta | rle(values: zigzag | bitpack, runs: bitpack)",
+        "rle(values: for | bitpack, runs: bitpack)",
+        "delta | zigzag | ans",
+        "rle(values: ans, runs: ans)",
+        "dict(codes: bitpack, values: for | patch | bitpack)",
+        "delta | hipatch | bitpack",
+    ];
+    let mut checked = 0;
+    for ptype in [PType::I64, PType::I32, PType::U16] {
+        let streams = int_streams(ptype);
+        for p in plans {
+            let plan: Plan = p.parse()?;
+            let trees: Vec<Vec<u8>> = streams
+                .iter()
+                .filter_map(|s| encode(&plan, s).ok())
+                .map(|n| n.to_bytes())
+                .collect::<Result<_>>()?;
+            if trees.is_empty() {
+                continue;
+            }
+            let cpu: Vec<Values> = trees
+                .iter()
+                .map(|t| decode_bytes(t))
+                .collect::<Result<_>>()?;
+            let cpu = concat(&cpu, ptype);
+            let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
+            for t in zipflow_cuda::cache::TUNE_THREADS {
+                let mut d = ColumnDecoder::new(&gpu, ptype, &refs)?;
+                d.set_chunk_threads(t)?;
+                d.decode_resident()?;
+                d.finish()?;
+                let got = d.into_column().to_host(&gpu)?;
+                assert!(
+                    got.bit_eq(&cpu),
+                    "{p} over {ptype} at {t} threads per block"
+                );
+                checked += 1;
+            }
+            let mut d = ColumnDecoder::new(&gpu, ptype, &refs)?;
+            assert!(d.set_chunk_threads(100).is_err());
+        }
+    }
+    eprintln!("{checked} columns decoded identically at every block size");
+    assert!(checked >= 3 * 3 * plans.len() - 9);
+    Ok(())
+}
+
 /// Compiles the kernel of every candidate plan's shape with NVRTC (needs only the NVRTC
 /// library, no GPU).
 #[test]
@@ -708,6 +763,21 @@ fn nvrtc_compiles_every_candidate_shape() -> Result<()> {
                 ];
                 let ptx = zipflow_cuda::cache::compile(&kernel, &options)?;
                 assert!(ptx.contains(".entry zf_decode"), "{}", shape.key());
+                // Numeric chunk kernels at the other block sizes they may be tuned to.
+                if kernel.kind == zipflow_cuda::codegen::KernelKind::Chunk && ptype != PType::Bytes
+                {
+                    for t in zipflow_cuda::cache::TUNE_THREADS {
+                        if t == kernel.threads {
+                            continue;
+                        }
+                        let mut o = options.clone();
+                        o[1] = format!("-DZF_THREADS={t}");
+                        match zipflow_cuda::cache::compile(&kernel, &o) {
+                            Ok(ptx) => assert!(ptx.contains(".entry zf_decode")),
+                            Err(e) => eprintln!("{} at {t} threads: {e}", shape.key()),
+                        }
+                    }
+                }
             }
         }
     }

@@ -53,6 +53,25 @@ pub enum GpuCommand {
         #[arg(long, default_value_t = 1)]
         repeat: usize,
     },
+    /// Tune the launch shapes of a file's plan shapes on this GPU: every numeric chunk kernel
+    /// (`delta`, `rle`, `ans`, ... one block per chunk) is timed at 128, 256 and 512 threads per
+    /// block over its column's chunks, and the fastest is remembered for the shape, this arch
+    /// and driver in the kernel cache directory (`launch.tsv`), where every later decode on
+    /// this device finds it. Each column is then decoded with the chosen shapes and checked
+    /// against the CPU.
+    Tune {
+        /// The .zf file.
+        input: PathBuf,
+        /// Device ordinal.
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+        /// Timed runs per block size (the median is compared).
+        #[arg(long, default_value_t = 20)]
+        reps: usize,
+        /// Only these columns (comma-separated names).
+        #[arg(long, value_delimiter = ',')]
+        columns: Vec<String>,
+    },
     /// Fused against separate kernels: each nested plan decoded by its one generated kernel,
     /// then as one kernel per primitive (each reading its inputs from and writing its output
     /// to device memory), and plain `bitpack` on the same values for reference. Synthetic
@@ -95,6 +114,12 @@ pub fn run(a: Args) -> Result<()> {
         )
         .map(drop),
         GpuCommand::Fusion { device, rows, reps } => fusion(device, rows.max(1024), reps.max(1)),
+        GpuCommand::Tune {
+            input,
+            device,
+            reps,
+            columns,
+        } => tune(&input, device, reps.max(1), &columns),
     }
 }
 
@@ -251,6 +276,82 @@ pub fn fusion(device: usize, rows: usize, reps: usize) -> Result<()> {
 fn median(mut v: Vec<f32>) -> f64 {
     v.sort_by(f32::total_cmp);
     v.get(v.len() / 2).copied().map_or(f64::NAN, f64::from)
+}
+
+/// Runs `zipflow gpu tune`.
+fn tune(input: &PathBuf, device: usize, reps: usize, only: &[String]) -> Result<()> {
+    let gpu = Gpu::open(device)?;
+    println!("{}", gpu.info());
+    let zf = ZfFile::open(input)?;
+    println!(
+        "{}: chunk kernels timed at {:?} threads per block, medians of {reps} runs",
+        input.display(),
+        zipflow_cuda::cache::TUNE_THREADS
+    );
+    println!("| column | plan shape | ms at each block size | chosen |");
+    println!("| --- | --- | --- | --- |");
+    let mut scratch = Scratch::default();
+    let mut tuned = 0;
+    for (c, meta) in zf.columns().iter().enumerate() {
+        if !only.is_empty() && !only.contains(&meta.name) {
+            continue;
+        }
+        let mut d = match ColumnDecoder::for_column(&gpu, &zf, c) {
+            Ok(d) => d,
+            Err(e) => {
+                println!("| {} | not decoded: {e} | | |", meta.name);
+                continue;
+            }
+        };
+        let shapes = d.tune(reps)?;
+        if shapes.is_empty() {
+            continue;
+        }
+        for s in &shapes {
+            let ms: Vec<String> =
+                s.ms.iter()
+                    .map(|(t, ms)| match ms {
+                        Some(ms) => format!("{t}: {ms:.4}"),
+                        None => format!("{t}: does not compile"),
+                    })
+                    .collect();
+            println!(
+                "| {} | `{}` | {} | {} |",
+                meta.name,
+                s.key,
+                ms.join(", "),
+                s.threads
+            );
+            tuned += 1;
+        }
+        // The chosen shapes decode what the CPU decodes.
+        d.decode_resident()?;
+        d.finish()?;
+        let got = d.into_column().to_host(&gpu)?;
+        let mut at = 0usize;
+        for k in 0..zf.num_chunks() {
+            let (cpu, _) = zf.read_chunk(c, k, &mut scratch)?;
+            let n = cpu.len();
+            if at + n > got.len() || !got.slice(at, at + n).bit_eq(&cpu) {
+                bail!(
+                    "column `{}` chunk {k}: the GPU decoded different values with the tuned shapes",
+                    meta.name
+                );
+            }
+            at += n;
+        }
+    }
+    if tuned == 0 {
+        println!(
+            "no column of {} has a chunk kernel to tune",
+            input.display()
+        );
+    } else {
+        println!(
+            "{tuned} plan shape(s) tuned and remembered for this device; every tuned column is bit-identical to the CPU"
+        );
+    }
+    Ok(())
 }
 
 /// One column's figures from [`bench`].
