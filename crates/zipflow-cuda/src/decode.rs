@@ -807,9 +807,9 @@ impl<'g> ColumnDecoder<'g> {
 
     /// Times each numeric chunk kernel of the column at every block size of
     /// [`TUNE_THREADS`] (its launch over all of its chunks, input on the device, CUDA events,
-    /// median of `reps`), keeps the fastest and remembers it for the plan shape on this
-    /// device, so later decoders of the shape start with it. Tile and string kernels keep
-    /// their shapes.
+    /// median of `reps`) and keeps the fastest. Tile and string kernels keep their shapes.
+    /// [`Gpu::remember_launch`] makes later decoders of a shape on this device start with
+    /// its choice (`zipflow gpu tune` does so once the column checks against the CPU).
     pub fn tune(&mut self, reps: usize) -> Result<Vec<TunedShape>> {
         if !self.groups.iter().any(|g| tunable(&g.kernel)) {
             return Ok(Vec::new());
@@ -865,7 +865,6 @@ impl<'g> ColumnDecoder<'g> {
                 g.function = load(self.gpu, &k, KERNEL_NAME, k.dyn_smem)?;
                 g.kernel = k;
             }
-            self.gpu.remember_launch(&g.kernel.key, threads);
             tuned.push(TunedShape {
                 key: g.kernel.key.clone(),
                 ms,

@@ -340,6 +340,9 @@ fn tune(input: &PathBuf, device: usize, reps: usize, only: &[String]) -> Result<
             }
             at += n;
         }
+        for s in &shapes {
+            gpu.remember_launch(&s.key, s.threads);
+        }
     }
     if tuned == 0 {
         println!(
