@@ -357,7 +357,7 @@ fn tune(input: &PathBuf, device: usize, reps: usize, only: &[String]) -> Result<
     Ok(())
 }
 
-/// One column's figures from [`bench`].
+/// One column's figures from [`bench()`].
 #[derive(Debug, Clone)]
 pub struct ColumnTiming {
     /// Column name.
