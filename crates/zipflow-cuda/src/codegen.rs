@@ -1051,7 +1051,7 @@ fn rle_tiles(
     }}
 "#
     );
-    let (dsum, dput, dend) = match delta {
+    let (dsum, dput) = match delta {
         Some(a) => (
             format!(
                 r#"      {a} dl = ({a})0;
@@ -1066,9 +1066,8 @@ fn rle_tiles(
         d += ({a})nv[i] * ({a})nl[i];
 "
             ),
-            "",
         ),
-        None => (String::new(), String::new(), ""),
+        None => (String::new(), String::new()),
     };
     let place = format!(
         r#"      u64 ls = 0ull;
@@ -1085,7 +1084,7 @@ fn rle_tiles(
         rv[threadIdx.x * ZF_RLE_ITEMS + i] = nv[i];
 {dput}        s += nl[i];
       }}
-      if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);{dend}
+      if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);
       // The next tile's runs load while the block waits.
 #pragma unroll
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{

@@ -796,10 +796,7 @@ impl<'g> ColumnDecoder<'g> {
         }
         for g in &mut self.groups {
             if tunable(&g.kernel) && g.kernel.threads != threads {
-                let mut k = g.kernel.clone();
-                k.threads = threads;
-                g.function = load(self.gpu, &k, KERNEL_NAME, k.dyn_smem)?;
-                g.kernel = k;
+                (g.kernel, g.function) = at_threads(self.gpu, &g.kernel, threads)?;
             }
         }
         Ok(())
@@ -827,9 +824,7 @@ impl<'g> ColumnDecoder<'g> {
             }
             let mut ms = Vec::new();
             for t in TUNE_THREADS {
-                let mut k = self.groups[gi].kernel.clone();
-                k.threads = t;
-                let Ok(f) = load(self.gpu, &k, KERNEL_NAME, k.dyn_smem) else {
+                let Ok((k, f)) = at_threads(self.gpu, &self.groups[gi].kernel, t) else {
                     ms.push((t, None));
                     continue;
                 };
@@ -860,10 +855,7 @@ impl<'g> ColumnDecoder<'g> {
                 .map_or(self.groups[gi].kernel.threads, |m| m.0);
             let g = &mut self.groups[gi];
             if g.kernel.threads != threads {
-                let mut k = g.kernel.clone();
-                k.threads = threads;
-                g.function = load(self.gpu, &k, KERNEL_NAME, k.dyn_smem)?;
-                g.kernel = k;
+                (g.kernel, g.function) = at_threads(self.gpu, &g.kernel, threads)?;
             }
             tuned.push(TunedShape {
                 key: g.kernel.key.clone(),
@@ -890,6 +882,14 @@ impl<'g> ColumnDecoder<'g> {
 /// tiles to their block size, tile kernels their lanes).
 fn tunable(kernel: &Kernel) -> bool {
     kernel.kind == KernelKind::Chunk && kernel.out != PType::Bytes
+}
+
+/// `kernel` compiled for `threads` per block, and its decode function.
+fn at_threads(gpu: &Gpu, kernel: &Kernel, threads: u32) -> Result<(Kernel, CudaFunction)> {
+    let mut k = kernel.clone();
+    k.threads = threads;
+    let f = load(gpu, &k, KERNEL_NAME, k.dyn_smem)?;
+    Ok((k, f))
 }
 
 /// One plan shape's chunk kernel timed at each block size by [`ColumnDecoder::tune`].

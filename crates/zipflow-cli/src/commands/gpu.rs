@@ -278,6 +278,34 @@ fn median(mut v: Vec<f32>) -> f64 {
     v.get(v.len() / 2).copied().map_or(f64::NAN, f64::from)
 }
 
+/// Decodes column `c` of `zf` with `d` and fails, naming the first chunk that differs (and
+/// `how`, said after it), unless every chunk equals the CPU's decode.
+fn check_column(
+    gpu: &Gpu,
+    mut d: ColumnDecoder<'_>,
+    zf: &ZfFile,
+    c: usize,
+    scratch: &mut Scratch,
+    how: &str,
+) -> Result<()> {
+    d.decode_resident()?;
+    d.finish()?;
+    let got = d.into_column().to_host(gpu)?;
+    let mut at = 0usize;
+    for k in 0..zf.num_chunks() {
+        let (cpu, _) = zf.read_chunk(c, k, scratch)?;
+        let n = cpu.len();
+        if at + n > got.len() || !got.slice(at, at + n).bit_eq(&cpu) {
+            bail!(
+                "column `{}` chunk {k}: the GPU decoded different values{how}",
+                zf.columns()[c].name
+            );
+        }
+        at += n;
+    }
+    Ok(())
+}
+
 /// Runs `zipflow gpu tune`.
 fn tune(input: &PathBuf, device: usize, reps: usize, only: &[String]) -> Result<()> {
     let gpu = Gpu::open(device)?;
@@ -325,21 +353,7 @@ fn tune(input: &PathBuf, device: usize, reps: usize, only: &[String]) -> Result<
             tuned += 1;
         }
         // The chosen shapes decode what the CPU decodes.
-        d.decode_resident()?;
-        d.finish()?;
-        let got = d.into_column().to_host(&gpu)?;
-        let mut at = 0usize;
-        for k in 0..zf.num_chunks() {
-            let (cpu, _) = zf.read_chunk(c, k, &mut scratch)?;
-            let n = cpu.len();
-            if at + n > got.len() || !got.slice(at, at + n).bit_eq(&cpu) {
-                bail!(
-                    "column `{}` chunk {k}: the GPU decoded different values with the tuned shapes",
-                    meta.name
-                );
-            }
-            at += n;
-        }
+        check_column(&gpu, d, &zf, c, &mut scratch, " with the tuned shapes")?;
         for s in &shapes {
             gpu.remember_launch(&s.key, s.threads);
         }
@@ -433,21 +447,7 @@ pub fn bench(
             None
         };
         if check {
-            d.decode_resident()?;
-            d.finish()?;
-            let got = d.into_column().to_host(&gpu)?;
-            let mut at = 0usize;
-            for k in 0..zf.num_chunks() {
-                let (cpu, _) = zf.read_chunk(c, k, &mut scratch)?;
-                let n = cpu.len();
-                if at + n > got.len() || !got.slice(at, at + n).bit_eq(&cpu) {
-                    bail!(
-                        "column `{}` chunk {k}: the GPU decoded different values",
-                        meta.name
-                    );
-                }
-                at += n;
-            }
+            check_column(&gpu, d, &zf, c, &mut scratch, "")?;
         }
         timings.push(ColumnTiming {
             name: meta.name.clone(),
