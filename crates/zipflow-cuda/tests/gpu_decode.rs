@@ -668,7 +668,7 @@ fn chunk_kernels_match_the_cpu_at_every_tuned_block_size() -> Result<()> {
         "dict(codes: bitpack, values: for | patch | bitpack)",
         "delta | hipatch | bitpack",
     ];
-    let mut checked = 0;
+    let (mut checked, mut skipped) = (0, 0);
     for ptype in [PType::I64, PType::I32, PType::U16] {
         let streams = int_streams(ptype);
         for p in plans {
@@ -689,7 +689,17 @@ fn chunk_kernels_match_the_cpu_at_every_tuned_block_size() -> Result<()> {
             let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
             for t in zipflow_cuda::cache::TUNE_THREADS {
                 let mut d = ColumnDecoder::new(&gpu, ptype, &refs)?;
-                d.set_chunk_threads(t)?;
+                if let Err(e) = d.set_chunk_threads(t) {
+                    // As in `gpu tune`: a size whose shared arrays pass 48 KiB is skipped.
+                    let e = e.to_string();
+                    assert!(
+                        t != 256 && e.contains("too much shared data"),
+                        "{p} over {ptype} at {t} threads per block: {e}"
+                    );
+                    eprintln!("{p} over {ptype}: no kernel at {t} threads per block");
+                    skipped += 1;
+                    continue;
+                }
                 d.decode_resident()?;
                 d.finish()?;
                 let got = d.into_column().to_host(&gpu)?;
@@ -703,8 +713,10 @@ fn chunk_kernels_match_the_cpu_at_every_tuned_block_size() -> Result<()> {
             assert!(d.set_chunk_threads(100).is_err());
         }
     }
-    eprintln!("{checked} columns decoded identically at every block size");
-    assert!(checked >= 3 * 3 * plans.len() - 9);
+    eprintln!(
+        "{checked} columns decoded identically at every block size ({skipped} sizes skipped)"
+    );
+    assert!(checked + skipped >= 3 * 3 * plans.len() - 9 && skipped <= 9);
     Ok(())
 }
 
