@@ -1946,13 +1946,28 @@ mod tests {
             for needle in [
                 "tab[2u * s + 1u] = (u32)min((u64)r * L, (u64)claimed);",
                 "const u64 g = at + (u64)r * L;",
-                "if (ow == 8u) ((u64*)o)[r] = g; else if (ow == 4u) ((u32*)o)[r] = (u32)g;",
+                "((u32*)o)[r] = (u32)(at + (u64)r * L);",
+                "const u8* const src = zf_sdict + zf_dsh",
             ] {
                 assert!(k.source.contains(needle), "{plan}: no `{needle}`");
             }
-            // No sums over the rows' lengths.
+            // No sums over the rows' lengths, and no shared memory for token positions or
+            // staged codes.
             assert!(!k.source.contains("zf_scan_excl<u64>(b, &bt)"), "{plan}");
+            assert!(
+                k.source
+                    .contains("#define zf_scode ((u32*)zf_dyn + ZF_STR_OFFS + 0u)")
+            );
+            assert_eq!(k.segment_rows, strings::SEGMENT_ROWS_FIXED, "{plan}");
         }
+        // Radix codes are peeled a group at a time.
+        let k =
+            generate(&shape_of("strdict(codes: radix)", &flags)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            k.source.contains("u32 rest = (u32)(x >> sh)"),
+            "{}",
+            k.source
+        );
         // Entries of several lengths keep the general expansion.
         let k = generate(&shape_of("strdict(codes: bitpack)", &texts()))
             .unwrap_or_else(|e| panic!("{e}"));

@@ -277,6 +277,19 @@ fn string_streams() -> Vec<Values> {
     out.push(of((0..70_000)
         .map(|i| [b"A".to_vec(), b"N".to_vec(), b"R".to_vec()][(i * 7 + (i >> 3)) % 3].clone())
         .collect()));
+    // Codes of three bytes, as l_shipmode's first letters: a segment's bytes fill the stage
+    // more than once.
+    out.push(of((0..70_000)
+        .map(|i| {
+            [
+                b"AIR".to_vec(),
+                b"FOB".to_vec(),
+                b"REG".to_vec(),
+                b"SHP".to_vec(),
+            ][(i * 5 + (i >> 4)) % 4]
+                .clone()
+        })
+        .collect()));
     // Text: 2 to 12 words each, over 4 tiles of stage memory per tile in places.
     out.push(of((0..70_000)
         .map(|i| {
@@ -428,6 +441,8 @@ fn string_plans_match_the_cpu() -> Result<()> {
         "strdict(codes: radix)",
         "strdict(codes: hipatch | bitpack)",
         "words(codes: bitpack, counts: radix)",
+        "words(codes: bitpack, counts: for | radix)",
+        "strdict(codes: for | radix)",
         "plain(bytes: fsst)",
         "plain(lengths: bitpack, bytes: fsst(codes: ans))",
         "strdict(dict: plain(bytes: fsst))",

@@ -37,6 +37,10 @@ pub const SEGMENT_ROWS: u32 = 2048;
 /// Rows of a chunk each expansion block of a `strdict` or `plain` root takes (one token
 /// per row, so more rows amortise a block's dictionary).
 pub const SEGMENT_ROWS_STRINGS: u32 = 8192;
+/// Rows of a chunk each expansion block of a `strdict` root with entries of one length takes:
+/// its rows need no sums, so a block runs through several windows of the stage and pays for
+/// its start (the dictionary copied to shared memory) once.
+pub const SEGMENT_ROWS_FIXED: u32 = 32768;
 /// Tokens (rows, for `strdict` and `plain`) of one tile of an expansion block: four per
 /// thread.
 pub const TILE_TOKENS: u32 = 2048;
@@ -96,7 +100,9 @@ __device__ __forceinline__ void zf_ans_renorm(u32& x, bool act, u32& pos, const 
 impl Gen<'_> {
     /// Rows per expansion block of this byte-string shape.
     pub(super) fn segment_rows(&self) -> u32 {
-        if self.nodes[0].op == Op::Words {
+        if self.fixed_length(0).is_some() {
+            SEGMENT_ROWS_FIXED
+        } else if self.nodes[0].op == Op::Words {
             SEGMENT_ROWS
         } else {
             SEGMENT_ROWS_STRINGS
@@ -116,12 +122,19 @@ impl Gen<'_> {
             Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4, SEGMENT_ROWS_STRINGS),
             _ => (4, 0, SEGMENT_ROWS_STRINGS),
         };
+        // Entries of one length need neither token positions nor staged codes: the smaller
+        // block lets more of them share a multiprocessor.
+        let (tp_words, code_words) = if self.fixed_length(0).is_some() {
+            (0, 0)
+        } else {
+            (TILE_TOKENS, seg_tok)
+        };
         let seg_rows = self.segment_rows();
         let words = u32::from(self.nodes[0].op == Op::Words);
         self.dyn_smem = offs * 4;
         // The dictionary's bytes come last, with slack: the expansion reads 20 bytes at a time
         // from any entry.
-        self.expand_smem = (offs + TILE_TOKENS + seg_tok) * 4 + STAGE_BYTES + dict + 32;
+        self.expand_smem = (offs + tp_words + code_words) * 4 + STAGE_BYTES + dict + 32;
         let items = TILE_TOKENS / super::STRING_THREADS;
         let rows = seg_rows / super::STRING_THREADS;
         self.src.push_str(&format!(
@@ -148,8 +161,8 @@ impl Gen<'_> {
 extern __shared__ __align__(16) u8 zf_dyn[];
 #define zf_soff ((u32*)zf_dyn)
 #define zf_stp ((u32*)zf_dyn + ZF_STR_OFFS)
-#define zf_scode ((u32*)zf_dyn + ZF_STR_OFFS + ZF_TILE_TOK)
-#define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + ZF_TILE_TOK + ZF_SEG_TOK))
+#define zf_scode ((u32*)zf_dyn + ZF_STR_OFFS + {tp_words}u)
+#define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + {tp_words}u + {code_words}u))
 #define zf_sdict (zf_stage + ZF_STR_STAGE)
 "#
         ));
@@ -410,6 +423,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 words = n.base + 1,
                 width = super::width_expr(n),
             )
+        } else if let Some(body) = self.radix_groups(k) {
+            body
         } else {
             format!(
                 "  for (u32 i = threadIdx.x; i < cnt; i += ZF_THREADS) f(i, (u32)zf_n{k}(e, first + i));\n"
@@ -419,6 +434,54 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             "\n// node {k}: f(i, value first + i) for i < cnt (all threads of the block)\ntemplate <typename F>\n__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, F f) {{\n{body}}}\n"
         ));
         name
+    }
+
+    /// The body of `zf_each<k>` for a `u32` `radix` node, or `for` over one: each thread
+    /// takes whole groups (one or two loads for their digits) and peels the digits off with
+    /// one constant division each, instead of dividing a group by a power of the base for
+    /// every value. `None` for other nodes.
+    fn radix_groups(&self, k: usize) -> Option<String> {
+        let n = &self.nodes[k];
+        let (r, add) = match n.op {
+            Op::Radix => (n, String::new()),
+            Op::For => {
+                let r = &self.nodes[*n.children.first()?];
+                (r, format!(" + (u32)e.prm[{}]", n.base + 1))
+            }
+            _ => return None,
+        };
+        if n.ptype != PType::U32 || r.op != Op::Radix || r.ptype != PType::U32 {
+            return None;
+        }
+        let base = r.width.filter(|b| (2..=255).contains(b))?;
+        let (m, bits) = zipflow_encodings::radix::layout(base);
+        let mask = if bits == 32 {
+            u32::MAX
+        } else {
+            (1u32 << bits) - 1
+        };
+        Some(format!(
+            r#"  if (cnt == 0u) return;
+  // radix({base}): {m} digits in {bits} bits a group.
+  const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
+  const u32 G1 = (first + cnt - 1u) / {m}u + 1u;
+  for (u32 g = first / {m}u + threadIdx.x; g < G1; g += ZF_THREADS) {{
+    const u64 bit = (u64)g * {bits}u;
+    const u32* gw = w + (bit >> 5);
+    const u32 sh = (u32)bit & 31u;
+    u64 x = __ldg(gw);
+    if (sh + {bits}u > 32u) x |= (u64)__ldg(gw + 1) << 32;
+    u32 rest = (u32)(x >> sh) & {mask}u;
+#pragma unroll
+    for (u32 d = 0u; d < {m}u; ++d) {{
+      const u32 q = rest / {base}u, i = g * {m}u + d - first;
+      if (i < cnt) f(i, (rest - q * {base}u){add});
+      rest = q;
+    }}
+  }}
+"#,
+            off = r.base + 1,
+        ))
     }
 
     /// Emits the root of a byte-string shape: the segment table in the first kernel and the
@@ -819,8 +882,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             claimed = b + 2,
             tab = b + 4,
         ));
+        let each = self.stage_values(codes);
         self.expand.push_str(&format!(
-            r#"  {{ // node {k}: strdict (entries of one length L): row r's bytes at r * L, one row a thread
+            r#"  {{ // node {k}: strdict (entries of one length L): row r's bytes at r * L
     const u32 n = len, L = {length};
     const u64 at = e.prm[{at}];
     const u32 claimed = (u32)e.prm[{claimed}];
@@ -832,18 +896,56 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
       return;
     }}
-    for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) {{
-      const u32 c = (u32)zf_n{codes}(e, r);
-      const u64 g = at + (u64)r * L;
-      if (c >= zf_m{d}) {{
-        atomicOr(e.err, ZF_ERR_DICT);
-      }} else if (zf_sb{d}) {{
-        const u8* src = zf_sdict + zf_dsh{d} + c * L;
-        for (u32 x = 0u; x < L; ++x) out[g + x] = src[x];
-      }} else {{
-        for (u32 x = 0u; x < L; ++x) out[g + x] = zf_n{bytes}(e, c * L + x);
+    // The offsets need no codes.
+    if (ow == 8u) {{
+      for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) ((u64*)o)[r] = at + (u64)r * L;
+    }} else if (ow == 4u) {{
+      for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) ((u32*)o)[r] = (u32)(at + (u64)r * L);
+    }}
+    if (zf_sb{d} && L != 0u && L <= ZF_STR_STAGE / 64u) {{
+      // Windows of rows: their bytes assembled in the stage at the output's alignment (the
+      // codes decoded as their encoding lays them out), then stored a word at a time.
+      const u32 wrows = (ZF_STR_STAGE - 4u) / L;
+      for (u32 w0 = r0; w0 < r1; w0 += wrows) {{
+        const u32 wn = min(wrows, r1 - w0);
+        const u64 g0 = at + (u64)w0 * L, g1 = g0 + (u64)wn * L, gb0 = g0 & ~3ull;
+        u8* const st = zf_stage + ((u32)g0 & 3u);
+        {each}(e, w0, wn, [&](u32 i, u32 c) {{
+          if (c < zf_m{d}) {{
+            const u8* const src = zf_sdict + zf_dsh{d} + c * L;
+            u8* const dst = st + i * L;
+            for (u32 x = 0u; x < L; ++x) dst[x] = src[x];
+          }} else {{
+            atomicOr(e.err, ZF_ERR_DICT);
+          }}
+        }});
+        __syncthreads();
+        const u64 v0 = (g0 + 3u) & ~3ull, v1 = g1 & ~3ull;
+        if (v0 > v1) {{
+          if (threadIdx.x < g1 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb0 + threadIdx.x];
+        }} else {{
+          if (threadIdx.x < v0 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb0 + threadIdx.x];
+          if (threadIdx.x < g1 - v1) out[v1 + threadIdx.x] = zf_stage[v1 - gb0 + threadIdx.x];
+          const u32* sw = (const u32*)zf_stage + (v0 - gb0) / 4u;
+          u32* gw = (u32*)(out + v0);
+          for (u32 y = threadIdx.x; y < (u32)((v1 - v0) / 4u); y += ZF_THREADS) gw[y] = sw[y];
+        }}
+        __syncthreads();
       }}
-      if (ow == 8u) ((u64*)o)[r] = g; else if (ow == 4u) ((u32*)o)[r] = (u32)g;
+    }} else {{
+      // Long entries, or a dictionary past shared memory: one row a thread.
+      for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) {{
+        const u32 c = (u32)zf_n{codes}(e, r);
+        const u64 g = at + (u64)r * L;
+        if (c >= zf_m{d}) {{
+          atomicOr(e.err, ZF_ERR_DICT);
+        }} else if (zf_sb{d}) {{
+          const u8* src = zf_sdict + zf_dsh{d} + c * L;
+          for (u32 x = 0u; x < L; ++x) out[g + x] = src[x];
+        }} else {{
+          for (u32 x = 0u; x < L; ++x) out[g + x] = zf_n{bytes}(e, c * L + x);
+        }}
+      }}
     }}
     if (r1 == n && threadIdx.x == 0u) {{
       if (ow == 8u) ((u64*)o)[n] = at + claimed;
