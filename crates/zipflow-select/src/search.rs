@@ -85,30 +85,72 @@ pub const GPU_PARALLEL: &[&str] = &[
     "words",
 ];
 
-/// Whether every node of `plan`, default children included, is in [`GPU_PARALLEL`], with
-/// `hipatch` only at the top of a numeric column's plan or under `for`s there: where the GPU
-/// decodes it in tiles of 1024-value vectors. Below other primitives, and in a string's
-/// codes or counts, it would be decoded a whole chunk by one thread block.
+/// Whether every node of `plan`, default children included, is in [`GPU_PARALLEL`] and
+/// decoded at full speed where it sits:
+/// - `hipatch` only at the top of a numeric column's plan or under `for`s there, where the
+///   GPU decodes it in tiles of 1024-value vectors. Below other primitives, and in a string's
+///   codes or counts, it would be decoded a whole chunk by one thread block.
+/// - `radix` only there or at the top of a string column's codes, counts or lengths (or under
+///   `for`s there), where each thread peels a group's digits off one after the other.
+///   Elsewhere (a dictionary's codes, under `delta`) every value would divide its group by a
+///   power of the base: `dict` over `radix` decoded l_quantity at 2,393 GB/s on the H200,
+///   where bit-packed codes decode a dictionary at about 3,000.
 pub fn gpu_parallel(plan: &Plan) -> bool {
-    gpu_parallel_at(plan, true)
+    gpu_parallel_at(plan, Place::Tile)
 }
 
-/// [`gpu_parallel`] for `plan` at a place where `hipatch` is decoded in tiles (`tile`) or not.
-fn gpu_parallel_at(plan: &Plan, tile: bool) -> bool {
-    if !GPU_PARALLEL.contains(&plan.name.as_str()) || (plan.name == "hipatch" && !tile) {
+/// Where a node of a plan sits, for what the GPU decodes at full speed there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// The top of a numeric column's plan, or under `for`s there: decoded in tiles.
+    Tile,
+    /// The top of a string column's codes, counts or lengths, or under `for`s there:
+    /// decoded a segment at a time.
+    Codes,
+    /// Anywhere else: decoded value by value, or a chunk by one thread block.
+    Inner,
+}
+
+impl Place {
+    /// The place of `parent`'s child in `slot`.
+    fn child(self, parent: &str, slot: &str) -> Place {
+        match (self, parent, slot) {
+            (_, "for", _) => self,
+            (Place::Tile, "strdict" | "words", "codes" | "counts") => Place::Codes,
+            (Place::Tile, "plain", "lengths") => Place::Codes,
+            _ => Place::Inner,
+        }
+    }
+
+    /// Whether the GPU decodes primitive `name` at full speed here.
+    fn decodes(self, name: &str) -> bool {
+        match name {
+            "hipatch" => self == Place::Tile,
+            "radix" => self != Place::Inner,
+            _ => true,
+        }
+    }
+}
+
+/// [`gpu_parallel`] for `plan` at `place`.
+fn gpu_parallel_at(plan: &Plan, place: Place) -> bool {
+    if !GPU_PARALLEL.contains(&plan.name.as_str()) || !place.decodes(&plan.name) {
         return false;
     }
     let Some(enc) = by_name(&plan.name) else {
         return false;
     };
-    enc.slots().iter().all(|slot| match plan.get(slot.name) {
-        Some(c) => gpu_parallel_at(c, tile && plan.name == "for"),
-        // A numeric `plain` has no children; a string one's defaults are plain forms.
-        None if plan.name == "plain" => true,
-        None => slot
-            .default
-            .parse::<Plan>()
-            .is_ok_and(|c| gpu_parallel_at(&c, tile && plan.name == "for")),
+    enc.slots().iter().all(|slot| {
+        let at = place.child(&plan.name, slot.name);
+        match plan.get(slot.name) {
+            Some(c) => gpu_parallel_at(c, at),
+            // A numeric `plain` has no children; a string one's defaults are plain forms.
+            None if plan.name == "plain" => true,
+            None => slot
+                .default
+                .parse::<Plan>()
+                .is_ok_and(|c| gpu_parallel_at(&c, at)),
+        }
     })
 }
 
@@ -595,7 +637,7 @@ struct Scorer<'a> {
     /// estimated.
     forms_scored: usize,
     /// Whether the stream is a child of a string column (codes, lengths, counts), where the
-    /// GPU does not decode `hipatch` in tiles.
+    /// GPU does not decode `hipatch` in tiles ([`Place::Codes`]).
     nested: bool,
 }
 
@@ -614,13 +656,27 @@ impl<'a> Scorer<'a> {
         }
     }
 
+    /// The place of the stream's plan: a column's, or a string column's child stream's.
+    fn top(&self) -> Place {
+        if self.nested {
+            Place::Codes
+        } else {
+            Place::Tile
+        }
+    }
+
+    /// Whether the objective lets plans use primitive `name` at `place`.
+    fn allows_at(&self, name: &str, place: Place) -> bool {
+        self.allows(name) && (self.options.objective != Objective::Gpu || place.decodes(name))
+    }
+
     /// Whether the objective lets plans use primitive `name`.
     fn allows(&self, name: &str) -> bool {
         self.options.objective != Objective::Gpu || GPU_PARALLEL.contains(&name)
     }
 
     fn score(&mut self, plan: &Plan) -> Option<Candidate> {
-        if self.options.objective == Objective::Gpu && !gpu_parallel_at(plan, !self.nested) {
+        if self.options.objective == Objective::Gpu && !gpu_parallel_at(plan, self.top()) {
             return None;
         }
         let found = match self.seen.get(plan) {
@@ -882,7 +938,7 @@ fn by_streams(
                 scorer,
                 &["plain", "constant"],
                 false,
-                false,
+                Place::Inner,
             ) {
                 roots.push(Sub {
                     plan: f2i.clone().then(sub.plan),
@@ -892,8 +948,8 @@ fn by_streams(
             }
         }
     } else {
-        let tile = !scorer.nested;
-        roots = forms(sample, shape, room, key, scorer, &[], false, tile);
+        let place = scorer.top();
+        roots = forms(sample, shape, room, key, scorer, &[], false, place);
     }
     let mut ranked: Vec<Candidate> = roots
         .into_iter()
@@ -913,8 +969,8 @@ fn by_streams(
 
 /// Every form for `stream` (of `shape`) with room for `room` primitives, leaves but those in
 /// `skip`, each inner primitive with the best plan for each child stream. `side`: an
-/// exception stream (leaves only); `tile`: a place where the GPU decodes `hipatch` in tiles
-/// (see [`gpu_parallel`]).
+/// exception stream (leaves only); `place`: where the stream's plan sits (see
+/// [`gpu_parallel`]).
 #[allow(clippy::too_many_arguments)]
 fn forms(
     stream: &Values,
@@ -924,15 +980,17 @@ fn forms(
     scorer: &mut Scorer<'_>,
     skip: &[&str],
     side: bool,
-    tile: bool,
+    place: Place,
 ) -> Vec<Sub> {
     // `radix` is for long streams of small values (codes). On a short stream (a dictionary's
     // entries, exceptions) it saves a few bytes, and its base, compiled into GPU kernels,
     // varies from chunk to chunk.
     let short = side || stream.len() < VECTOR_LEN;
+    let gpu = scorer.options.objective == Objective::Gpu;
     let mut out: Vec<Sub> = CASCADE_LEAVES
         .iter()
         .filter(|l| !(skip.contains(l) || short && **l == "radix"))
+        .filter(|l| !gpu || place.decodes(l))
         .filter_map(|l| leaf_sub(stream, shape, l, side, scorer))
         .collect();
     // Exception streams are a few percent of the values: leaves only, so a `hipatch` costs
@@ -941,9 +999,7 @@ fn forms(
         return out;
     }
     'form: for name in INT_INNER {
-        if !scorer.allows(name)
-            || (*name == "hipatch" && scorer.options.objective == Objective::Gpu && !tile)
-        {
+        if !scorer.allows_at(name, place) {
             continue;
         }
         let Some(enc) = by_name(name) else { continue };
@@ -966,8 +1022,8 @@ fn forms(
             } else {
                 &[]
             };
-            let tile = tile && *name == "for";
-            let best = forms(child, child_shape, room - 1, key, scorer, skip, side, tile)
+            let at = place.child(name, slot.name);
+            let best = forms(child, child_shape, room - 1, key, scorer, skip, side, at)
                 .into_iter()
                 .min_by(|a, b| weigh(a, key).total_cmp(&weigh(b, key)));
             let Some(best) = best else { continue 'form };
@@ -1210,6 +1266,11 @@ mod tests {
             ("delta | hipatch | bitpack", false),
             ("strdict(codes: hipatch | bitpack)", false),
             ("strdict(codes: radix)", true),
+            ("words(codes: bitpack, counts: for | radix)", true),
+            ("for | radix", true),
+            ("dict(codes: radix, values: plain)", false),
+            ("delta | radix", false),
+            ("rle(values: bitpack, runs: radix)", false),
             ("hipatch(counts: ans) | bitpack", false),
             ("for | ans", false),
             ("words(codes: bitpack, counts: bitpack)", true),
