@@ -37,8 +37,9 @@ pub struct Args {
     pub delimiter: char,
     /// What chosen plans optimise: smallest, balanced (size and decode speed), fastest, or gpu
     /// (the smallest plan the GPU decodes in parallel: no `ans`, `fsst`, character coders or
-    /// `blockpack`, and `hipatch` only at the top of a numeric plan or under `for`; for files
-    /// read with `--device gpu` or `zipflow gpu`).
+    /// `blockpack`, `hipatch` only at the top of a numeric plan or under `for`, and `radix`
+    /// only there or at the top of a string's codes or counts; for files read with `--device
+    /// gpu` or `zipflow gpu`).
     #[arg(long, default_value = "balanced", value_parser = ["smallest", "balanced", "fastest", "gpu"])]
     pub objective: String,
     /// Choose the smallest plan whose estimated decode speed is at least this many GB/s
