@@ -201,9 +201,9 @@ pub fn fusion(device: usize, rows: usize, reps: usize) -> Result<()> {
          events, input on the device), medians of {reps} runs"
     );
     println!(
-        "| column | plan | ratio | fused ms | fused GB/s | separate kernels (ms each) | separate ms | fused speedup | bitpack GB/s | fused / bitpack |"
+        "| column | plan | ratio | fused ms | fused GB/s | separate kernels (ms each) | separate ms | fused speedup | bitpack GB/s | fused / bitpack | bars (70 % of bitpack, 2x separate) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut scratch = Scratch::default();
     for (what, plan, values) in fusion_cases(rows) {
         let plan: zipflow_core::Plan = plan.parse()?;
@@ -260,14 +260,17 @@ pub fn fusion(device: usize, rows: usize, reps: usize) -> Result<()> {
             parts.push(format!("`{p}` {ms:.3}"));
         }
         let bitpack = kernel_ms(&gpu, PType::I64, &bitpack_trees, reps)?;
+        let yes = |ok: bool| if ok { "yes" } else { "no" };
         println!(
-            "| {what} | `{plan}` | {:.2} | {fused:.3} | {:.0} | {} | {separate:.3} | {:.2}x | {:.0} | {:.0} % |",
+            "| {what} | `{plan}` | {:.2} | {fused:.3} | {:.0} | {} | {separate:.3} | {:.2}x | {:.0} | {:.0} % | {}, {} |",
             decoded / compressed as f64,
             decoded / fused / 1e6,
             parts.join(", "),
             separate / fused,
             decoded / bitpack / 1e6,
             100.0 * bitpack / fused,
+            yes(bitpack / fused >= 0.7),
+            yes(separate / fused >= 2.0),
         );
     }
     Ok(())
@@ -384,6 +387,10 @@ pub struct ColumnTiming {
     pub compressed: f64,
     /// Median kernel milliseconds, input on the device.
     pub kernel_ms: f64,
+    /// Whether it is a string column.
+    pub strings: bool,
+    /// A string column's median kernel milliseconds without writing its offsets.
+    pub bytes_only_ms: Option<f64>,
 }
 
 /// Prints the table of `zipflow gpu bench` for the columns of `input` (all, or `only`), and
@@ -455,6 +462,8 @@ pub fn bench(
             decoded,
             compressed: d_compressed,
             kernel_ms: kernel,
+            strings,
+            bytes_only_ms: bytes_only.map(|(k, _)| k),
         });
         if strings {
             string_decoded += decoded;
