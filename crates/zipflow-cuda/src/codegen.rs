@@ -856,7 +856,7 @@ fn radix_groups_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<(St
         return Ok(None);
     };
     let (m, k) = zipflow_encodings::radix::layout(base);
-    let mask = if k == 32 { u32::MAX } else { (1u32 << k) - 1 };
+    let group = radix_group(base);
     let body = format!(
         r#"  (void)vec;
   const u32 P0 = vec * 1024u, P1 = min(P0 + ZF_TILE_VECTORS * 1024u, len);
@@ -866,13 +866,7 @@ fn radix_groups_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<(St
   const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
   const u32 G1 = (P1 + {m}u - 1u) / {m}u;
   for (u32 g = P0 / {m}u + threadIdx.x; g < G1; g += ZF_THREADS) {{
-    const u64 bit = (u64)g * {k}u;
-    const u32* gw = w + (bit >> 5);
-    const u32 sh = (u32)bit & 31u;
-    u64 x = __ldg(gw);
-    if (sh + {k}u > 32u) x |= (u64)__ldg(gw + 1) << 32;
-    u32 rest = (u32)(x >> sh) & {mask}u;
-#pragma unroll
+{group}#pragma unroll
     for (u32 d = 0u; d < {m}u; ++d) {{
       const u32 q = rest / {base}u, p = g * {m}u + d;
       const u32 v = rest - q * {base}u;
@@ -886,6 +880,22 @@ fn radix_groups_body(nodes: &[NodeSlots], kind: KernelKind) -> Result<Option<(St
         off = r.base + 1,
     );
     Ok(Some((String::new(), body)))
+}
+
+/// The lines that load group `g` of a `radix(base)` stream of 32-bit words `w` into `rest`
+/// (its `k` bits, from one or two words), four spaces in.
+fn radix_group(base: u32) -> String {
+    let (_, k) = zipflow_encodings::radix::layout(base);
+    let mask = if k == 32 { u32::MAX } else { (1u32 << k) - 1 };
+    format!(
+        r#"    const u64 bit = (u64)g * {k}u;
+    const u32* gw = w + (bit >> 5);
+    const u32 sh = (u32)bit & 31u;
+    u64 x = __ldg(gw);
+    if (sh + {k}u > 32u) x |= (u64)__ldg(gw + 1) << 32;
+    u32 rest = (u32)(x >> sh) & {mask}u;
+"#
+    )
 }
 
 /// The body of a tile kernel for `dict` with bit-packed 8-, 16- or 32-bit codes and a

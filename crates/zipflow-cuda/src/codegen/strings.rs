@@ -455,24 +455,14 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         }
         let base = r.width.filter(|b| (2..=255).contains(b))?;
         let (m, bits) = zipflow_encodings::radix::layout(base);
-        let mask = if bits == 32 {
-            u32::MAX
-        } else {
-            (1u32 << bits) - 1
-        };
+        let group = super::radix_group(base);
         Some(format!(
             r#"  if (cnt == 0u) return;
   // radix({base}): {m} digits in {bits} bits a group.
   const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
   const u32 G1 = (first + cnt - 1u) / {m}u + 1u;
   for (u32 g = first / {m}u + threadIdx.x; g < G1; g += ZF_THREADS) {{
-    const u64 bit = (u64)g * {bits}u;
-    const u32* gw = w + (bit >> 5);
-    const u32 sh = (u32)bit & 31u;
-    u64 x = __ldg(gw);
-    if (sh + {bits}u > 32u) x |= (u64)__ldg(gw + 1) << 32;
-    u32 rest = (u32)(x >> sh) & {mask}u;
-#pragma unroll
+{group}#pragma unroll
     for (u32 d = 0u; d < {m}u; ++d) {{
       const u32 q = rest / {base}u, i = g * {m}u + d - first;
       if (i < cnt) f(i, (rest - q * {base}u){add});
