@@ -231,12 +231,19 @@ impl Gpu {
 }
 
 /// NVRTC options for `kernel` on `info`'s device; launch constants go in as `-D` defines so
-/// the host and the kernel cannot disagree on them.
+/// the host and the kernel cannot disagree on them. With `ZIPFLOW_CUDA_LINEINFO` set (not
+/// empty or `0`) kernels carry line information, so that a profiler such as Nsight Compute
+/// attributes its counters to lines of the generated source (options are part of the cache
+/// key: such modules are cached apart).
 pub fn compile_options(kernel: &Kernel, info: &GpuInfo) -> Vec<String> {
-    vec![
+    let mut options = vec![
         format!("--gpu-architecture={}", info.sm()),
         format!("-DZF_THREADS={}", kernel.threads),
         format!("-DZF_TILE_VECTORS={}", crate::codegen::TILE_VECTORS),
         "--std=c++17".into(),
-    ]
+    ];
+    if std::env::var("ZIPFLOW_CUDA_LINEINFO").is_ok_and(|v| !v.is_empty() && v != "0") {
+        options.push("-lineinfo".into());
+    }
+    options
 }
