@@ -157,6 +157,48 @@ fn inspect_shows_plans_sizes_and_zone_maps() {
 }
 
 #[test]
+fn gpu_source_prints_the_generated_kernels_without_a_gpu() {
+    let (dir, _, _) = setup(5000);
+    let d = dir.path();
+    let args = [
+        "compress",
+        "in.parquet",
+        "-o",
+        "t.zf",
+        "-q",
+        "--plan",
+        "id=delta | for | bitpack",
+        "--plan",
+        "s=strdict(codes: bitpack)",
+    ];
+    let o = zipflow(&args, d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = zipflow(&["gpu", "source", "t.zf", "--column", "id"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("1 of 1 chunks have plan shape"), "{out}");
+    assert!(out.contains("delta:i64(for:i64(bitpack(2):u64))"), "{out}");
+    assert!(out.contains("zf_decode(const u8* __restrict__ in"), "{out}");
+    // A string column has its expansion kernel too; --out writes files, once.
+    std::fs::create_dir(d.join("cu")).unwrap_or_else(|e| panic!("{e}"));
+    let args = ["gpu", "source", "t.zf", "--column", "s", "--out", "cu"];
+    let o = zipflow(&args, d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(d.join("cu/s.0.cu")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(text.contains("zf_expand("), "{text}");
+    let o = zipflow(&args, d);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+    let o = zipflow(&["gpu", "source", "t.zf", "--column", "nope"], d);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no column `nope` (columns: id, price, day, x, s)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn existing_output_needs_force() {
     let (dir, _, _) = setup(100);
     let d = dir.path();

@@ -1205,6 +1205,62 @@ impl Filler<'_> {
     }
 }
 
+/// One plan shape of a column and the kernel generated for it.
+#[derive(Debug)]
+pub struct ColumnKernel {
+    /// The shape's key (see [`Shape::key`]).
+    pub key: String,
+    /// How many of the column's chunks have this shape.
+    pub chunks: usize,
+    /// The generated kernel, or why the GPU does not decode the shape.
+    pub kernel: Result<Kernel>,
+}
+
+/// The kernels generated for the plan shapes of column `column` of `file`, in the order the
+/// shapes first appear. Needs no GPU: this is what a decoder would compile (at default
+/// launch shapes).
+pub fn column_kernels(file: &ZfFile, column: usize) -> Result<Vec<ColumnKernel>> {
+    let meta = file
+        .columns()
+        .get(column)
+        .ok_or_else(|| Error::invalid(format!("column index {column} out of range")))?;
+    let ptype = meta.column_type.ptype();
+    let mut out: Vec<ColumnKernel> = Vec::new();
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    for c in 0..file.num_chunks() {
+        let at = |e: Error| {
+            e.at_chunk(c as u32)
+                .at_column(&meta.name)
+                .in_file(file.path())
+        };
+        let (payload, cm) = file.chunk_payload(column, c).map_err(at)?;
+        let tree = payload
+            .get(..cm.values_len as usize)
+            .ok_or_else(|| at(Error::corrupt("values tree outside the payload")))?;
+        let node = NodeView::parse(tree).map_err(at)?;
+        if node.ptype != ptype {
+            return Err(at(Error::corrupt(format!(
+                "values tree holds {} values, the column is {ptype}",
+                node.ptype
+            ))));
+        }
+        let shape = Shape::of(&node).map_err(at)?;
+        let key = shape.key();
+        match by_key.get(&key) {
+            Some(&i) => out[i].chunks += 1,
+            None => {
+                by_key.insert(key.clone(), out.len());
+                out.push(ColumnKernel {
+                    key,
+                    chunks: 1,
+                    kernel: generate(&shape),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Splits a column's values into per-chunk streams of `rows` values each.
 pub fn split_chunks(values: &Values, rows: &[usize]) -> Result<Vec<Values>> {
     let mut out = Vec::with_capacity(rows.len());

@@ -35,7 +35,8 @@ pub mod device;
 pub mod shape;
 
 pub use decode::{
-    ColumnDecoder, DeviceColumn, TunedShape, decode_column, decode_column_to_host, decode_trees,
+    ColumnDecoder, ColumnKernel, DeviceColumn, TunedShape, column_kernels, decode_column,
+    decode_column_to_host, decode_trees,
 };
 pub use device::{Gpu, GpuInfo, no_gpu};
 pub use shape::{Op, Shape};

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, bail};
 use arrow::array::ArrayRef;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use zipflow_core::{PType, Values};
 use zipflow_cuda::{ColumnDecoder, Gpu};
@@ -72,6 +72,22 @@ pub enum GpuCommand {
         #[arg(long, value_delimiter = ',')]
         columns: Vec<String>,
     },
+    /// Print the CUDA C generated for a column's plan shapes: one kernel source per shape, as
+    /// a decoder compiles it with NVRTC (no GPU needed). With --out, each goes to its own file
+    /// there instead, named after the column and the shape's place in the list.
+    Source {
+        /// The .zf file.
+        input: PathBuf,
+        /// The column.
+        #[arg(long)]
+        column: String,
+        /// Write `<column>.<n>.cu` files into this existing folder instead of printing.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Replace existing files in --out.
+        #[arg(short, long)]
+        force: bool,
+    },
     /// Fused against separate kernels: each nested plan decoded by its one generated kernel,
     /// then as one kernel per primitive (each reading its inputs from and writing its output
     /// to device memory), and plain `bitpack` on the same values for reference. Synthetic
@@ -120,7 +136,88 @@ pub fn run(a: Args) -> Result<()> {
             reps,
             columns,
         } => tune(&input, device, reps.max(1), &columns),
+        GpuCommand::Source {
+            input,
+            column,
+            out,
+            force,
+        } => source(&input, &column, out.as_deref(), force),
     }
+}
+
+/// Prints (or writes into `out`) the kernel source of each plan shape of `column`.
+fn source(input: &Path, column: &str, out: Option<&Path>, force: bool) -> Result<()> {
+    let zf = ZfFile::open(input)?;
+    let Some(c) = zf.column_index(column) else {
+        let names: Vec<&str> = zf.columns().iter().map(|m| m.name.as_str()).collect();
+        bail!(
+            "{}: no column `{column}` (columns: {})",
+            input.display(),
+            names.join(", ")
+        );
+    };
+    if let Some(dir) = out
+        && !dir.is_dir()
+    {
+        bail!("--out {}: no such folder", dir.display());
+    }
+    let kernels = zipflow_cuda::column_kernels(&zf, c)?;
+    let total = zf.num_chunks();
+    for (n, k) in kernels.iter().enumerate() {
+        let mut head = format!(
+            "// Column `{column}` of {}: {} of {total} chunks have plan shape\n// {}\n",
+            input.display(),
+            k.chunks,
+            k.key
+        );
+        let kernel = match &k.kernel {
+            Ok(kernel) => kernel,
+            Err(e) => {
+                println!("{head}// not decoded on the GPU: {e}\n");
+                continue;
+            }
+        };
+        let entry = if kernel.segment_rows > 0 {
+            format!(
+                "`{}` (one block per chunk) then `{}` (one block per {} rows)",
+                zipflow_cuda::codegen::KERNEL_NAME,
+                zipflow_cuda::codegen::strings::EXPAND_NAME,
+                kernel.segment_rows
+            )
+        } else {
+            format!(
+                "`{}`, {}",
+                zipflow_cuda::codegen::KERNEL_NAME,
+                match kernel.kind {
+                    zipflow_cuda::codegen::KernelKind::Tile => format!(
+                        "one block per {} vectors of 1024 values",
+                        zipflow_cuda::codegen::TILE_VECTORS
+                    ),
+                    zipflow_cuda::codegen::KernelKind::Chunk => "one block per chunk".into(),
+                }
+            )
+        };
+        head.push_str(&format!(
+            "// Entry points: {entry}. NVRTC options: --gpu-architecture=sm_XY (the device's) \
+             -DZF_THREADS={} -DZF_TILE_VECTORS={} --std=c++17\n",
+            kernel.threads,
+            zipflow_cuda::codegen::TILE_VECTORS
+        ));
+        let text = format!("{head}{}", kernel.source);
+        match out {
+            None => println!("{text}"),
+            Some(dir) => {
+                let path = dir.join(format!("{column}.{n}.cu"));
+                let (tmp, mut file) = crate::io::AtomicFile::create(&path, force)?;
+                std::io::Write::write_all(&mut file, text.as_bytes())
+                    .with_context(|| format!("writing {}", path.display()))?;
+                drop(file);
+                tmp.commit()?;
+                println!("{}: {} chunks, {}", path.display(), k.chunks, k.key);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The synthetic columns of `zipflow gpu fusion`: (what, plan, values).
