@@ -138,6 +138,37 @@ fn tiny_and_constant_bands() {
 }
 
 #[test]
+fn low_high_and_full_range_bands() {
+    // Low values, a high reference with 15-bit offsets, and the whole u16 range; exceptions
+    // and a partial last vector in each.
+    let pixels = |lo: u64, span: u64, seed: u64| {
+        let mut x = seed;
+        (0..70_001)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if i % 97 == 0 {
+                    (lo + span + 5000).min(65535) as u16
+                } else {
+                    (lo + x % span) as u16
+                }
+            })
+            .collect::<Vec<u16>>()
+    };
+    for (lo, span) in [(100, 3000), (40_000, 25_000), (0, 65_535)] {
+        let n = Raster::new(70_001, 1, pixels(lo, span, 3)).unwrap();
+        let r = Raster::new(70_001, 1, pixels(lo, span, 5)).unwrap();
+        for plans in [
+            ["for | bitpack", "for | patch | bitpack"],
+            ["for | patch(4) | bitpack", "bitpack"],
+        ] {
+            check_pair(&n, &r, plans, &format!("values from {lo}"));
+        }
+    }
+}
+
+#[test]
 fn hand_computed_answers() {
     // NDVI: 0.3 (tie), 0.5, -1, no data, 1, 0.
     let n = Raster::new(6, 1, vec![13, 3, 0, 0, 65535, 9]).unwrap();
