@@ -240,10 +240,7 @@ impl<'g> ColumnDecoder<'g> {
         let mut trees = Vec::with_capacity(file.num_chunks());
         let mut sizes = Vec::with_capacity(file.num_chunks());
         for c in 0..file.num_chunks() {
-            let (payload, cm) = file.chunk_payload(column, c)?;
-            let values = payload
-                .get(..cm.values_len as usize)
-                .ok_or_else(|| Error::corrupt("values tree outside the payload"))?;
+            let (values, cm) = values_tree(file, column, c)?;
             trees.push(values);
             // A string chunk's plain size is its bytes plus 4 per offset.
             sizes.push(cm.plain_bytes.saturating_sub(4 * (u64::from(cm.rows) + 1)));
@@ -1205,6 +1202,20 @@ impl Filler<'_> {
     }
 }
 
+/// The values tree of chunk `chunk` of column `column` (the payload without its validity),
+/// with the chunk's index entry.
+fn values_tree(
+    file: &ZfFile,
+    column: usize,
+    chunk: usize,
+) -> Result<(&[u8], &zipflow_format::ChunkMeta)> {
+    let (payload, cm) = file.chunk_payload(column, chunk)?;
+    let values = payload
+        .get(..cm.values_len as usize)
+        .ok_or_else(|| Error::corrupt("values tree outside the payload"))?;
+    Ok((values, cm))
+}
+
 /// One plan shape of a column and the kernel generated for it.
 #[derive(Debug)]
 pub struct ColumnKernel {
@@ -1233,10 +1244,7 @@ pub fn column_kernels(file: &ZfFile, column: usize) -> Result<Vec<ColumnKernel>>
                 .at_column(&meta.name)
                 .in_file(file.path())
         };
-        let (payload, cm) = file.chunk_payload(column, c).map_err(at)?;
-        let tree = payload
-            .get(..cm.values_len as usize)
-            .ok_or_else(|| at(Error::corrupt("values tree outside the payload")))?;
+        let (tree, _) = values_tree(file, column, c).map_err(at)?;
         let node = NodeView::parse(tree).map_err(at)?;
         if node.ptype != ptype {
             return Err(at(Error::corrupt(format!(

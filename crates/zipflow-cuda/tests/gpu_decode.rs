@@ -166,15 +166,13 @@ fn concat(parts: &[Values], ptype: PType) -> Values {
     out
 }
 
-/// Encodes each stream with `plan` (skipping streams the plan cannot represent), decodes the
-/// trees on the GPU in one column and on the CPU one by one, and compares bit for bit.
-fn check(
-    gpu: &Gpu,
+/// Each stream encoded with `plan` (skipping streams the plan cannot represent), and the
+/// trees decoded on the CPU as one column; `None` when the plan represents none of them.
+fn encode_streams(
     plan: &Plan,
     streams: &[Values],
     ptype: PType,
-    failures: &mut Vec<String>,
-) -> Result<usize> {
+) -> Result<Option<(Vec<Vec<u8>>, Values)>> {
     let mut trees = Vec::new();
     for s in streams {
         match encode(plan, s) {
@@ -184,13 +182,27 @@ fn check(
         }
     }
     if trees.is_empty() {
-        return Ok(0);
+        return Ok(None);
     }
     let cpu: Vec<Values> = trees
         .iter()
         .map(|t| decode_bytes(t))
         .collect::<Result<_>>()?;
-    let cpu = concat(&cpu, ptype);
+    Ok(Some((trees, concat(&cpu, ptype))))
+}
+
+/// Encodes each stream with `plan` (skipping streams the plan cannot represent), decodes the
+/// trees on the GPU in one column and on the CPU one by one, and compares bit for bit.
+fn check(
+    gpu: &Gpu,
+    plan: &Plan,
+    streams: &[Values],
+    ptype: PType,
+    failures: &mut Vec<String>,
+) -> Result<usize> {
+    let Some((trees, cpu)) = encode_streams(plan, streams, ptype)? else {
+        return Ok(0);
+    };
     let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
     let sizes: Vec<u64> = streams_bytes(&trees)?;
     let hint = (ptype == PType::Bytes).then_some(&sizes[..]);
@@ -687,20 +699,9 @@ fn chunk_kernels_match_the_cpu_at_every_tuned_block_size() -> Result<()> {
     for ptype in [PType::I64, PType::I32, PType::U16] {
         let streams = int_streams(ptype);
         for p in plans {
-            let plan: Plan = p.parse()?;
-            let trees: Vec<Vec<u8>> = streams
-                .iter()
-                .filter_map(|s| encode(&plan, s).ok())
-                .map(|n| n.to_bytes())
-                .collect::<Result<_>>()?;
-            if trees.is_empty() {
+            let Some((trees, cpu)) = encode_streams(&p.parse()?, &streams, ptype)? else {
                 continue;
-            }
-            let cpu: Vec<Values> = trees
-                .iter()
-                .map(|t| decode_bytes(t))
-                .collect::<Result<_>>()?;
-            let cpu = concat(&cpu, ptype);
+            };
             let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
             for t in zipflow_cuda::cache::TUNE_THREADS {
                 let mut d = ColumnDecoder::new(&gpu, ptype, &refs)?;
