@@ -2258,7 +2258,7 @@ mod tests {
             assert!(first.contains(KERNEL_NAME), "{plan}");
             // The first kernel writes the table; the second reads it and writes the strings.
             assert!(
-                first.contains("tab[2u * s + 1u] = (u32)min(bc, (u64)claimed);"),
+                first.contains("if (lane == 0u) tab[2u * s + 1u] = (u32)min(b, (u64)claimed);"),
                 "{plan}"
             );
             let offsets = if plan.starts_with("words") {
@@ -2284,6 +2284,11 @@ mod tests {
         assert!(
             k.source
                 .contains("zf_m2 < ZF_STR_OFFS ? zf_soff : zf_goff2")
+        );
+        // Entries are looked up packed (offset and length in one word) in shared memory.
+        assert!(
+            k.source
+                .contains("zf_entry(zf_m2 < ZF_STR_OFFS, zf_goff2, c, so[j], sl[j]);")
         );
         // Staged bytes are stored a word at a time.
         assert!(k.source.contains("gw[y] = sw[y];"));

@@ -8,9 +8,12 @@
 //! - Byte strings take two kernels. The first (`zf_decode`, one block per chunk) runs every
 //!   numeric stage, computes the string dictionary's entry offsets (an exclusive sum of their
 //!   lengths) into the chunk's scratch region, and writes the chunk's *segment table*: for
-//!   every [`SEGMENT_ROWS`] rows, the first token and the first byte of their strings. The
+//!   every [`SEGMENT_ROWS`] rows, the first token and the first byte of their strings (a warp
+//!   sums one segment's tokens at a time, a block-wide sum places them, then the same for
+//!   their bytes, so the segments need no barriers between them). The
 //!   second ([`EXPAND_NAME`], one block per segment) expands its rows independently of the
-//!   others: it copies the dictionary to shared memory, finds each row's first token (a
+//!   others: it copies the dictionary to shared memory (each entry's offset and length packed
+//!   in one word, so a token's lookup is one load), finds each row's first token (a
 //!   `words` root's counts, one block-wide sum), and walks the segment's tokens in tiles of
 //!   [`TILE_TOKENS`]. In a tile each thread takes consecutive tokens, so its bytes are one
 //!   contiguous run: a block-wide sum of the tokens' lengths places them, the bytes are
@@ -97,6 +100,51 @@ __device__ __forceinline__ void zf_ans_renorm(u32& x, bool act, u32& pos, const 
 }
 "#;
 
+const STRING_HELPERS: &str = r#"
+// A dictionary entry in shared memory: its offset (24 bits) and length (8 bits), or all ones
+// for an entry that does not fit (read from the offsets in device memory instead).
+__device__ __forceinline__ u32 zf_pack(u64 off, u32 len) {
+  return off < 0xffffffull && len < 255u ? (u32)off | (len << 24) : 0xffffffffu;
+}
+
+// Entry c's offset and length: packed in shared memory when `sm`, else (or when it does not
+// fit) from the offsets `g` in device memory.
+__device__ __forceinline__ void zf_entry(bool sm, const u32* __restrict__ g, u32 c, u32& so, u32& sl) {
+  const u32 v = sm ? zf_soff[c] : 0xffffffffu;
+  if (v != 0xffffffffu) {
+    so = v & 0xffffffu;
+    sl = v >> 24;
+  } else {
+    so = g[c];
+    sl = g[c + 1u] - so;
+  }
+}
+
+// The sum over a warp, in every lane.
+__device__ __forceinline__ u64 zf_warp_sum(u64 x) {
+#pragma unroll
+  for (u32 d = 16u; d > 0u; d >>= 1) x += __shfl_xor_sync(0xffffffffu, x, d);
+  return x;
+}
+
+// Turns t[2 * s], s < nseg, into exclusive sums clamped to `cap`, with the clamped total in
+// t[2 * nseg]; returns the total (all threads of the block).
+__device__ u64 zf_tab_scan(u32* t, u32 nseg, u32 cap) {
+  u64 carry = 0ull;
+  for (u32 s0 = 0u; s0 < nseg; s0 += ZF_THREADS) {
+    const u32 s = s0 + threadIdx.x;
+    const u64 v = s < nseg ? (u64)t[2u * s] : 0ull;
+    u64 tot;
+    const u64 x = carry + zf_scan_excl<u64>(v, &tot);
+    if (s < nseg) t[2u * s] = (u32)min(x, (u64)cap);
+    carry += tot;
+  }
+  if (threadIdx.x == 0u) t[2u * nseg] = (u32)min(carry, (u64)cap);
+  __syncthreads();
+  return carry;
+}
+"#;
+
 impl Gen<'_> {
     /// Rows per expansion block of this byte-string shape.
     pub(super) fn segment_rows(&self) -> u32 {
@@ -166,6 +214,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 #define zf_sdict (zf_stage + ZF_STR_STAGE)
 "#
         ));
+        self.src.push_str(STRING_HELPERS);
     }
 
     /// Emits the stage that decodes `ans` node `k` into its buffer.
@@ -289,13 +338,14 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     }
 
     /// Emits string dictionary `k` (`plain` over byte strings) for both kernels, declaring
-    /// `zf_m<k>` (entries), `zf_doff<k>` (offsets, `m + 1`) and `zf_dok<k>` (whether the
-    /// lengths add up to the bytes); in the expansion, `zf_sb<k>` says whether the bytes are
-    /// in shared memory.
+    /// `zf_m<k>` (entries), `zf_goff<k>` (offsets, `m + 1`, in the chunk's scratch region) and
+    /// `zf_dok<k>` (whether the lengths add up to the bytes); in the expansion, `zf_sb<k>`
+    /// says whether the bytes are in shared memory.
     ///
-    /// The first kernel sums the lengths into the chunk's scratch region (and into shared
-    /// memory when they fit, for its own lookups); the expansion copies them to shared memory
-    /// when they fit and reads them in place otherwise.
+    /// The first kernel sums the lengths into the offsets; both kernels keep every entry's
+    /// offset and length packed in shared memory when the dictionary has fewer than
+    /// [`DICT_OFFSETS`] entries (`zf_entry` falls back to the offsets for an
+    /// entry that does not pack), and the total after them.
     pub(super) fn dict_stage(&mut self, k: usize) -> Result<()> {
         self.declare_strings();
         let n = self.nodes[k].clone();
@@ -309,8 +359,6 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   const u32 zf_nb{k} = (u32)e.prm[{nb}];
   u32* const zf_goff{k} = (u32*)(e.scratch + e.prm[{scratch}]);
   const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
-  // Entry offsets by explicit address space (cheaper than a generic load).
-#define zf_off{k}(i) (zf_m{k} < ZF_STR_OFFS ? zf_soff[(i)] : zf_goff{k}[(i)])
   {{
     u64 carry = 0ull;
     for (u32 i0 = 0u; i0 < zf_m{k}; i0 += ZF_THREADS) {{
@@ -321,7 +369,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       if (i < zf_m{k}) {{
         const u32 v = (u32)min(s, (u64)0xffffffffu);
         zf_goff{k}[i] = v;
-        if (zf_m{k} < ZF_STR_OFFS) zf_soff[i] = v;
+        if (zf_m{k} < ZF_STR_OFFS) zf_soff[i] = zf_pack(s, l);
       }}
       carry += tot;
     }}
@@ -361,9 +409,13 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   const u32 zf_nb{k} = (u32)e.prm[{nb}];
   const u32* const zf_goff{k} = (const u32*)(e.scratch + e.prm[{scratch}]);
   const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
-#define zf_off{k}(i) (zf_m{k} < ZF_STR_OFFS ? zf_soff[(i)] : zf_goff{k}[(i)])
   const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
-  if (zf_m{k} < ZF_STR_OFFS) for (u32 i = threadIdx.x; i <= zf_m{k}; i += ZF_THREADS) zf_soff[i] = zf_goff{k}[i];
+  if (zf_m{k} < ZF_STR_OFFS) {{
+    for (u32 i = threadIdx.x; i <= zf_m{k}; i += ZF_THREADS) {{
+      const u32 a = zf_goff{k}[i];
+      zf_soff[i] = i < zf_m{k} ? zf_pack(a, zf_goff{k}[i + 1u] - a) : a;
+    }}
+  }}
 {copy}  // Read after the root's first barrier.
 #define zf_dok{k} (zf_doff{k}[zf_m{k}] == zf_nb{k})
 "#,
@@ -372,9 +424,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         Ok(())
     }
 
-    /// Emits `zf_each<k>(e, first, cnt, f)` once: the threads of the block call `f(i, v)`
-    /// for every value `v` at position `first + i` of `u32` node `k`, `i < cnt`, each once,
-    /// in no particular order (all threads must call it). A bit-packed node is read lane by
+    /// Emits `zf_each<k>(e, first, cnt, tid, nth, f)` once: `nth` threads (`tid` is the
+    /// caller's index among them: the whole block, or one warp) call `f(i, v)` for every value
+    /// `v` at position `first + i` of `u32` node `k`, `i < cnt`, each once, in no particular
+    /// order (all `nth` threads must call it). A bit-packed node is read lane by
     /// lane as FastLanes lays it out (each thread walks eight rows of one lane, so a warp's
     /// loads are consecutive words); others value by value.
     fn stage_values(&mut self, k: usize) -> String {
@@ -393,7 +446,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   // Item i: lane i % 32, rows 8 * g .. 8 * g + 8 (g = (i / 32) % 4) of vector v0 + i / 128.
   // Row 8 * g + s of a lane holds value 128 * s + 32 * FL_ORDER[g] + lane of its vector; the
   // lane's bits run on through its words (32 apart), so each value is a shift of a window.
-  for (u32 i = threadIdx.x; i < items; i += ZF_THREADS) {{
+  for (u32 i = tid; i < items; i += nth) {{
     const u32 lane = i & 31u, g = (i >> 5) & 3u, v = v0 + (i >> 7);
     const u32 base = v * 1024u + (((g & 1u) << 1) | (g >> 1)) * 32u + lane;
     if (base + 896u < first || base >= first + cnt) continue;
@@ -426,12 +479,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         } else if let Some(body) = self.radix_groups(k) {
             body
         } else {
-            format!(
-                "  for (u32 i = threadIdx.x; i < cnt; i += ZF_THREADS) f(i, (u32)zf_n{k}(e, first + i));\n"
-            )
+            format!("  for (u32 i = tid; i < cnt; i += nth) f(i, (u32)zf_n{k}(e, first + i));\n")
         };
         self.src.push_str(&format!(
-            "\n// node {k}: f(i, value first + i) for i < cnt (all threads of the block)\ntemplate <typename F>\n__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, F f) {{\n{body}}}\n"
+            "\n// node {k}: f(i, value first + i) for i < cnt (the calling threads)\ntemplate <typename F>\n__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, u32 tid, u32 nth, F f) {{\n{body}}}\n"
         ));
         name
     }
@@ -461,7 +512,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   // radix({base}): {m} digits in {bits} bits a group.
   const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
   const u32 G1 = (first + cnt - 1u) / {m}u + 1u;
-  for (u32 g = first / {m}u + threadIdx.x; g < G1; g += ZF_THREADS) {{
+  for (u32 g = first / {m}u + tid; g < G1; g += nth) {{
 {group}#pragma unroll
     for (u32 d = 0u; d < {m}u; ++d) {{
       const u32 q = rest / {base}u, i = g * {m}u + d - first;
@@ -507,51 +558,51 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         };
         let sum_len = match d {
             Some(d) => format!(
-                "if (c < zf_m{d}) b += zf_off{d}(c + 1u) - zf_off{d}(c); else atomicOr(e.err, ZF_ERR_DICT);"
+                "if (c < zf_m{d}) {{ u32 so, sl; zf_entry(zf_m{d} < ZF_STR_OFFS, zf_goff{d}, c, so, sl); b += sl; }} else atomicOr(e.err, ZF_ERR_DICT);"
             ),
             None => "b += c;".to_string(),
         };
-        // The first kernel: `ct` tokens of the segment's rows [r0, r1), then `b` (per thread)
-        // bytes of its tokens, which start at `tc`; values are summed as they are decoded.
+        // The first kernel: a warp sums one segment's tokens (`c`, from its rows [r0, r1)),
+        // later its tokens' bytes (`b`).
         let seg_tokens = match &counts {
             Some(cv) => format!(
-                r#"      u64 cs = 0ull;
-      {cv}(e, r0, r1 - r0, [&](u32, u32 v) {{ cs += v; }});
-      u64 ct;
-      zf_scan_excl<u64>(cs, &ct);
-"#
+                "      u64 c = 0ull;\n      {cv}(e, r0, r1 - r0, lane, 32u, [&](u32, u32 v) {{ c += v; }});\n"
             ),
-            None => "      const u64 ct = r1 - r0;\n".to_string(),
+            None => "      u64 c = lane == 0u ? (u64)(r1 - r0) : 0ull;\n".to_string(),
         };
         self.stages.push_str(&format!(
             r#"  {{ // node {k}: {name} (byte strings): the segment table, for every ZF_SEG_ROWS rows their
-    // first token and first byte (and the totals after the last segment)
+    // first token and first byte (and the totals after the last segment). A warp takes a
+    // segment at a time and sums its tokens; a block-wide sum places them. Then the same for
+    // the bytes of each segment's tokens.
     const u32 n = len;
     const u32 claimed = (u32)e.prm[{claimed}];
     {ntok}
     u32* const tab = (u32*)(e.scratch + e.prm[{tab}]);
     const u32 nseg = max(1u, (n + ZF_SEG_ROWS - 1u) / ZF_SEG_ROWS);
-    u64 tc = 0ull, bc = 0ull;
-    for (u32 s = 0u; s < nseg; ++s) {{
+    const u32 lane = threadIdx.x & 31u;
+    // A segment with more tokens or bytes than its chunk is corrupt; clamped to the chunk's,
+    // the sums stay in 32 bits.
+    bool bad = false;
+    for (u32 s = threadIdx.x >> 5; s < nseg; s += ZF_THREADS / 32u) {{
       const u32 r0 = s * ZF_SEG_ROWS, r1 = min(r0 + ZF_SEG_ROWS, n);
-      if (threadIdx.x == 0u) {{
-        tab[2u * s] = (u32)min(tc, (u64)ntok);
-        tab[2u * s + 1u] = (u32)min(bc, (u64)claimed);
-      }}
-{seg_tokens}      const u64 tz = min(tc + ct, (u64)ntok);
+{seg_tokens}      c = zf_warp_sum(c);
+      bad |= c > (u64)ntok;
+      if (lane == 0u) tab[2u * s] = (u32)min(c, (u64)ntok);
+    }}
+    __syncthreads();
+    const u64 tc = zf_tab_scan(tab, nseg, ntok);
+    for (u32 s = threadIdx.x >> 5; s < nseg; s += ZF_THREADS / 32u) {{
+      const u32 ta = tab[2u * s], tz = tab[2u * s + 2u];
       u64 b = 0ull;
-      const u32 ta = (u32)min(tc, (u64)ntok);
-      {vals}(e, ta, (u32)tz - ta, [&](u32, u32 c) {{ {sum_len} }});
-      u64 bt;
-      zf_scan_excl<u64>(b, &bt);
-      tc += ct;
-      bc += bt;
+      {vals}(e, ta, tz - ta, lane, 32u, [&](u32, u32 c) {{ {sum_len} }});
+      b = zf_warp_sum(b);
+      bad |= b > (u64)claimed;
+      if (lane == 0u) tab[2u * s + 1u] = (u32)min(b, (u64)claimed);
     }}
-    if (threadIdx.x == 0u) {{
-      tab[2u * nseg] = (u32)min(tc, (u64)ntok);
-      tab[2u * nseg + 1u] = (u32)min(bc, (u64)claimed);
-      if (tc != (u64)ntok || bc != (u64)claimed || !({check})) atomicOr(e.err, ZF_ERR_STR);
-    }}
+    __syncthreads();
+    const u64 bc = zf_tab_scan(tab + 1, nseg, claimed);
+    if (bad || (threadIdx.x == 0u && (tc != (u64)ntok || bc != (u64)claimed || !({check})))) atomicOr(e.err, ZF_ERR_STR);
   }}
 "#,
             name = n.op.name(),
@@ -587,7 +638,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 };
                 (
                     format!(
-                        "const u32 c = codes[threadIdx.x * ZF_TOK_ITEMS + j];\n          if (c < zf_m{d}) {{\n            so[j] = zf_off{d}(c);\n            sl[j] = zf_off{d}(c + 1u) - so[j];\n          }} else {{\n            atomicOr(e.err, ZF_ERR_DICT);\n          }}"
+                        "const u32 c = codes[threadIdx.x * ZF_TOK_ITEMS + j];\n          if (c < zf_m{d}) {{\n            zf_entry(zf_m{d} < ZF_STR_OFFS, zf_goff{d}, c, so[j], sl[j]);\n          }} else {{\n            atomicOr(e.err, ZF_ERR_DICT);\n          }}"
                     ),
                     format!(
                         r#"      const u64 g = at + B0 + bc, gb = g & ~3ull;
@@ -709,7 +760,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     // One barrier for all that is staged up front: the dictionary, the rows' counts and,
     // when they fit, the segment's codes.
     const bool seg_codes = T0 <= T1 && T1 <= ntok && T1 - T0 <= ZF_SEG_TOK;
-{stage_counts}    if (seg_codes) {vals}(e, T0, T1 - T0, [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
+{stage_counts}    if (seg_codes) {vals}(e, T0, T1 - T0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
     __syncthreads();
     // Each thread's ZF_ROW_ITEMS consecutive rows and their first tokens.
     const u32 rb = r0 + threadIdx.x * ZF_ROW_ITEMS;
@@ -726,7 +777,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     bool good = true;
     for (u32 tt = 0u; tt < tseg; tt += ZF_TILE_TOK) {{
       if (!seg_codes) {{
-        {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
+        {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
         __syncthreads();
       }}
       const u32* const codes = zf_scode + (seg_codes ? tt : 0u);
@@ -816,7 +867,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             },
             stage_counts = match &counts {
                 Some(cv) => format!(
-                    "    {cv}(e, r0, r1 - r0, [&](u32 i, u32 v) {{ zf_stp[i] = v; }});\n"
+                    "    {cv}(e, r0, r1 - r0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_stp[i] = v; }});\n"
                 ),
                 None => String::new(),
             },
@@ -900,7 +951,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         const u32 wn = min(wrows, r1 - w0);
         const u64 g0 = at + (u64)w0 * L, g1 = g0 + (u64)wn * L, gb0 = g0 & ~3ull;
         u8* const st = zf_stage + ((u32)g0 & 3u);
-        {each}(e, w0, wn, [&](u32 i, u32 c) {{
+        {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
           if (c < zf_m{d}) {{
             const u8* const src = zf_sdict + zf_dsh{d} + c * L;
             u8* const dst = st + i * L;
