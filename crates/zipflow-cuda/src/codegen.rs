@@ -67,6 +67,9 @@ pub const ERR_STR: i32 = 16;
 /// Error bit: an `fsst` piece that does not decode to its length (a code without a symbol,
 /// an escape without its byte, bytes past the piece, or codes outside the stream).
 pub const ERR_FSST: i32 = 64;
+/// Error bit: a `chardict16` or `chartable` block whose codes do not end where the next
+/// block starts.
+pub const ERR_CHAR: i32 = 128;
 /// Error bit: `hipatch` exception counts that do not add up to the node's, or an offset
 /// outside its vector, past the stream's end or not after the one before it.
 pub const ERR_PATCH: i32 = 32;
@@ -150,6 +153,9 @@ pub const SLOT_OUT: usize = 0;
 ///   the width of the offsets (8, 4, or 0 for none), and the byte offset of the chunk's
 ///   segment table in the scratch buffer (`2 * (segments + 1)` u32, see [`strings`]);
 /// - `bitpack`: byte offset of the packed words, bit width;
+/// - `blockpack`: byte offset of the packed words, byte offset of its vector table (per
+///   1024-value vector, a `u32` word offset and a `u32` bit width, staged by the host after
+///   the tree);
 /// - `for`: reference bits; `constant`: value bits; `delta`: base bits;
 /// - `patch`, `float2int`: byte offsets of positions and exception values, exception count
 ///   (`float2int` then the bits of `10^E` as an f64);
@@ -158,6 +164,11 @@ pub const SLOT_OUT: usize = 0;
 /// - `fsst`: byte offset of its symbol table (256 `u64` symbols, then 256 `u8` lengths, 0 for
 ///   codes without a symbol; staged by the host after the tree), byte offset of the piece
 ///   ends, the pieces' log2 size;
+/// - `chardict16`, `chartable`: byte offsets of the bit stream, of its blocks (per 1024-byte
+///   block a `u32` first code bit, the `u32` bit after its last code, its table, and a `u32`
+///   of padding) and of its tables (per table 1024 `u16`: the first code of every 10-bit
+///   window, character and length), the stream's bytes (all staged by the host after the
+///   tree but the stream);
 /// - `ans`: byte offsets of the states, block starts and words, the number of words, the
 ///   block size's log2, the byte offset of the cumulative frequencies (`nsym + 1` u32, staged
 ///   by the host after the tree) and `nsym`;
@@ -166,8 +177,9 @@ pub fn param_slots(op: Op) -> usize {
     match op {
         Op::ZigZag | Op::Rle | Op::Dict => 0,
         Op::For | Op::Constant | Op::Delta | Op::Radix => 1,
-        Op::BitPack | Op::HiPatch => 2,
+        Op::BitPack | Op::BlockPack | Op::HiPatch => 2,
         Op::Fsst => 3,
+        Op::CharDict | Op::CharTable => 4,
         Op::Patch => 3,
         Op::Plain | Op::StrDict | Op::Words => 4,
         Op::FloatToInt => 4,
@@ -207,7 +219,9 @@ fn acc(p: PType) -> &'static str {
 /// places its exceptions by vector, so it always writes its low bits first.
 pub fn materialised(op: Op, kind: KernelKind) -> bool {
     match op {
-        Op::Delta | Op::Rle | Op::Ans | Op::HiPatch | Op::Fsst => true,
+        Op::Delta | Op::Rle | Op::Ans | Op::HiPatch | Op::Fsst | Op::CharDict | Op::CharTable => {
+            true
+        }
         Op::Patch | Op::FloatToInt => kind == KernelKind::Tile,
         _ => false,
     }
@@ -235,6 +249,7 @@ pub fn kind_of(shape: &Shape) -> KernelKind {
         s.children.iter().enumerate().any(|(i, c)| {
             let moved = elsewhere
                 || (s.op == Op::Dict && i == 1)
+                || s.op == Op::BlockPack
                 || (s.op == Op::HiPatch && i > 0)
                 || s.op == Op::Rle;
             chunk(c, moved)
@@ -271,6 +286,7 @@ fn check_types(s: &Shape) -> Result<()> {
         Op::Plain => n == 0,
         Op::Ans => n == 0 && matches!(s.ptype, PType::U8 | PType::U16 | PType::U32),
         Op::Fsst => s.ptype == PType::U8 && n == 1 && child(0) == Some(PType::U8),
+        Op::CharDict | Op::CharTable => s.ptype == PType::U8 && n == 0,
         Op::StrDict => bytes && n == 2 && child(0) == Some(PType::U32) && dict(1),
         Op::Words => {
             bytes
@@ -280,6 +296,7 @@ fn check_types(s: &Shape) -> Result<()> {
                 && child(2) == Some(PType::U32)
         }
         Op::BitPack | Op::Radix => int && n == 0,
+        Op::BlockPack => int && n == 1 && child(0) == Some(s.ptype),
         Op::HiPatch => {
             int && n == 4
                 && child(0) == Some(s.ptype)
@@ -429,6 +446,7 @@ typedef double f64;
 #define ZF_ERR_STR 16
 #define ZF_ERR_PATCH 32
 #define ZF_ERR_FSST 64
+#define ZF_ERR_CHAR 128
 
 struct Env {
   const u8* in;
@@ -1202,6 +1220,13 @@ impl Gen<'_> {
                 width_expr(&n),
                 bits = n.ptype.byte_width() * 8
             ),
+            Op::BlockPack => format!(
+                "  // Vector p / 1024: its words' offset and its width, then its reference.\n  const uint2 vt = __ldg((const uint2*)(e.in + e.prm[{tab}]) + (p >> 10));\n  const {u}* w = (const {u}*)(e.in + e.prm[{words}]) + vt.x;\n  return ({t})({u})(zf_unpack<{u}, {a}, {bits}>(w, vt.y, p & 1023u) + ({a})({u})zf_n{c}(e, p >> 10));\n",
+                words = b + 1,
+                tab = b + 2,
+                c = ch(0),
+                bits = n.ptype.byte_width() * 8
+            ),
             Op::For => format!(
                 "  return ({t})({u})(({a})zf_n{c}(e, p) + ({a})e.prm[{}]);\n",
                 b + 1,
@@ -1258,7 +1283,15 @@ impl Gen<'_> {
                     n.ptype
                 )));
             }
-            Op::Patch | Op::FloatToInt | Op::HiPatch | Op::Delta | Op::Rle | Op::Ans | Op::Fsst => {
+            Op::Patch
+            | Op::FloatToInt
+            | Op::HiPatch
+            | Op::Delta
+            | Op::Rle
+            | Op::Ans
+            | Op::Fsst
+            | Op::CharDict
+            | Op::CharTable => {
                 if n.op == Op::HiPatch {
                     self.hipatch_vector(k);
                 }
@@ -1582,9 +1615,41 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
                 )
             }
             Op::Ans => self.ans_stage(k)?,
+            Op::CharDict | Op::CharTable => format!(
+                r#"  {{ // node {k}: {name}: each thread decodes whole 1024-byte blocks, a code at a time
+    // from a table of every 10-bit window's first code
+    const u32 n = (u32)e.prm[{b}], nbytes = (u32)e.prm[{nbytes}];
+    const u8* pay = e.in + e.prm[{pay}];
+    const uint4* blk = (const uint4*)(e.in + e.prm[{blocks}]);
+    const u16* tabs = (const u16*)(e.in + e.prm[{tables}]);
+    for (u32 i = threadIdx.x; i < (n + 1023u) / 1024u; i += ZF_THREADS) {{
+      const uint4 r = __ldg(blk + i);  // first code bit, end bit, table
+      const u16* t = tabs + (u64)r.z * 1024u;
+      const u32 p0 = i * 1024u, cnt = min(1024u, n - p0);
+      u64 pos = r.x;
+      for (u32 j = 0u; j < cnt; ++j) {{
+        // 10 bits from `pos`, most significant first; bytes past the stream read as zeros.
+        const u32 at = (u32)min(pos >> 3, (u64)nbytes);
+        u32 w = 0u;
+#pragma unroll
+        for (u32 x = 0u; x < 3u; ++x) w = (w << 8) | (at + x < nbytes ? (u32)__ldg(pay + at + x) : 0u);
+        const u32 c = __ldg(t + ((w >> (14u - (u32)(pos & 7u))) & 1023u));
+        {put} = (u8)c;
+        pos += c >> 8;
+      }}
+      if (pos != (u64)r.y) atomicOr(e.err, ZF_ERR_CHAR);
+    }}
+    __syncthreads();
+  }}
+"#,
+                name = n.op.name(),
+                pay = b + 1,
+                blocks = b + 2,
+                tables = b + 3,
+                nbytes = b + 4,
+                put = self.buf(k, "p0 + j")?,
+            ),
             Op::Fsst => {
-                // Into a scratch region (8-byte aligned, pieces too): each thread gathers its
-                // bytes into 8-byte words and stores them whole. At the root, byte by byte.
                 // Into a scratch region (8-byte aligned, and so are pieces of 8 bytes or more):
                 // each thread gathers its bytes into 8-byte words and stores them whole. At
                 // the root, or for smaller pieces, byte by byte.
@@ -2188,23 +2253,53 @@ mod tests {
 
     #[test]
     fn unknown_primitives_are_unsupported_by_name() {
-        let e = Op::from_id(14).map(|_| ());
+        let e = Op::from_id(999).map(|_| ());
         let Err(Error::Unsupported { what, .. }) = e else {
             panic!("expected Unsupported, got {e:?}")
         };
-        assert!(what.contains("`chardict"), "{what}");
-        let view_of = |plan: &str| {
+        assert!(what.contains("id 999"), "{what}");
+        // Every primitive the CPU writes has an op.
+        for id in 1..=19 {
+            if zipflow_encodings::by_id(id).is_some() {
+                Op::from_id(id).unwrap_or_else(|e| panic!("{id}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn character_coders_and_blockpack_generate() {
+        let view_of = |plan: &str, v: &Values| {
             let plan: Plan = plan.parse().unwrap_or_else(|e| panic!("{e}"));
-            let node = encode(&plan, &texts()).unwrap_or_else(|e| panic!("{e}"));
+            let node = encode(&plan, v).unwrap_or_else(|e| panic!("{e}"));
             node.to_bytes().unwrap_or_else(|e| panic!("{e}"))
         };
-        let raw = view_of("plain(bytes: chardict16)");
-        let view = NodeView::parse(&raw).unwrap_or_else(|e| panic!("{e}"));
-        let e = Shape::of(&view);
+        // The character coders: a stage in the first kernel, into the dictionary's bytes.
+        for plan in [
+            "plain(bytes: chardict16)",
+            "words(dict: plain(bytes: chartable))",
+        ] {
+            let raw = view_of(plan, &texts());
+            let view = NodeView::parse(&raw).unwrap_or_else(|e| panic!("{e}"));
+            let k = generate(&Shape::of(&view).unwrap_or_else(|e| panic!("{plan}: {e}")))
+                .unwrap_or_else(|e| panic!("{plan}: {e}"));
+            assert_eq!(k.kind, KernelKind::Chunk, "{plan}");
+            assert!(
+                k.source
+                    .contains("if (pos != (u64)r.y) atomicOr(e.err, ZF_ERR_CHAR);"),
+                "{plan}"
+            );
+        }
+        // `blockpack`: fully parallel at the top (a tile kernel), a chunk kernel when its
+        // references need a scan.
+        let k = generate(&shape_of("blockpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k.kind, KernelKind::Tile);
         assert!(
-            matches!(&e, Err(Error::Unsupported { what, .. }) if what.contains("`chardict")),
-            "{e:?}"
+            k.source
+                .contains("zf_unpack<u64, u64, 64>(w, vt.y, p & 1023u)")
         );
+        let k = generate(&shape_of("blockpack(refs: delta | for | bitpack)", &ints()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k.kind, KernelKind::Chunk);
     }
 
     fn texts() -> Values {

@@ -18,8 +18,8 @@
 use crate::cache::TUNE_THREADS;
 use crate::codegen::strings::EXPAND_NAME;
 use crate::codegen::{
-    ERR_ANS, ERR_DICT, ERR_FSST, ERR_PATCH, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR, KERNEL_NAME,
-    Kernel, KernelKind, SLOT_OUT, generate,
+    ERR_ANS, ERR_CHAR, ERR_DICT, ERR_FSST, ERR_PATCH, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR,
+    KERNEL_NAME, Kernel, KernelKind, SLOT_OUT, generate,
 };
 use crate::device::{Gpu, cuda};
 use crate::shape::{Op, Shape};
@@ -34,7 +34,8 @@ use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, PType, Result, VECTOR_LEN, Values, with_int_ptype};
 use zipflow_encodings::node::cast_or_copy;
 use zipflow_encodings::{
-    NodeView, ans, bitpack, dict, float2int, fsst, hipatch, patch, radix, words,
+    NodeView, ans, bitpack, blockpack, chardict, chartable, dict, float2int, fsst, hipatch, patch,
+    radix, words,
 };
 use zipflow_format::ZfFile;
 
@@ -729,6 +730,11 @@ impl<'g> ColumnDecoder<'g> {
                  escape without its byte, or codes outside the stream)",
             ));
         }
+        if f & ERR_CHAR != 0 {
+            return Err(Error::corrupt(
+                "a character-coded block's codes do not end where the next block starts",
+            ));
+        }
         if f & ERR_PATCH != 0 {
             return Err(Error::corrupt(
                 "hipatch exception counts do not add up, or an offset is outside its vector \
@@ -1050,6 +1056,30 @@ impl Filler<'_> {
                 self.prm[b + 1] = self.offset(buf, width)?;
                 self.prm[b + 2] = u64::from(w);
             }
+            Op::BlockPack => {
+                let runs = blockpack::check(node)?;
+                let vectors = node.len.div_ceil(1024);
+                if node.children[0].len != vectors {
+                    return Err(Error::corrupt(format!(
+                        "references child holds {} values, expected {vectors}",
+                        node.children[0].len
+                    )));
+                }
+                self.prm[b + 1] = self.offset(node.buffer(1, "packed")?, width)?;
+                // Per vector: where its words start (in words) and its width.
+                self.extra.resize(self.extra.len().next_multiple_of(8), 0);
+                self.prm[b + 2] = self.extra_at + self.extra.len() as u64;
+                let per_bit = 1024 / (width as u32 * 8);
+                let mut at = 0u32;
+                for r in runs {
+                    let w = r & 0xff;
+                    for _ in 0..r >> 8 {
+                        self.extra.extend_from_slice(&at.to_le_bytes());
+                        self.extra.extend_from_slice(&w.to_le_bytes());
+                        at += w * per_bit;
+                    }
+                }
+            }
             Op::For | Op::ZigZag | Op::Delta => {
                 node.expect_shape(name, 0, 1)?;
                 let mut meta = node.meta_reader();
@@ -1081,6 +1111,35 @@ impl Filler<'_> {
                 }
                 self.prm[b + 2] = self.offset(ends, 4)?;
                 self.prm[b + 3] = u64::from(log2);
+            }
+            Op::CharDict | Op::CharTable => {
+                let layout = if slots.op == Op::CharDict {
+                    chardict::layout(node)?
+                } else {
+                    chartable::layout(node)?
+                };
+                let bits = layout.payload.len() as u64 * 8;
+                if bits > u64::from(u32::MAX) {
+                    return Err(Error::unsupported(format!(
+                        "a `{name}` stream of {bits} bits on the GPU (at most 2^32 - 1)"
+                    )));
+                }
+                self.prm[b + 1] = self.offset(layout.payload, 1)?;
+                self.prm[b + 4] = layout.payload.len() as u64;
+                // Per block: first code bit, end bit, table, padding; then the tables.
+                self.extra.resize(self.extra.len().next_multiple_of(16), 0);
+                self.prm[b + 2] = self.extra_at + self.extra.len() as u64;
+                for (first, end, table) in layout.blocks {
+                    for v in [first as u32, end as u32, table as u32, 0] {
+                        self.extra.extend_from_slice(&v.to_le_bytes());
+                    }
+                }
+                self.prm[b + 3] = self.extra_at + self.extra.len() as u64;
+                for code in &layout.codes {
+                    for e in code.table10() {
+                        self.extra.extend_from_slice(&e.to_le_bytes());
+                    }
+                }
             }
             Op::HiPatch => {
                 let w = hipatch::check(node)?;

@@ -23,10 +23,10 @@
 //! ```
 //!
 //! Byte strings decode when their plans are `strdict`, `words` or `plain` over numeric
-//! sub-plans (`ans` and `fsst` included), into Arrow's layout (bytes, then offsets). The character
-//! coders and `blockpack` are not decoded on the GPU yet: they give an `Unsupported` error
-//! naming the primitive, and callers decode them on the CPU. Validity (null) streams are small
-//! and stay on the CPU.
+//! sub-plans (`ans`, `fsst` and the character coders included), into Arrow's layout (bytes,
+//! then offsets). Every primitive the CPU writes decodes; a composition the generator has no
+//! code for gives an `Unsupported` error naming it, and callers decode it on the CPU.
+//! Validity (null) streams are small and stay on the CPU.
 
 pub mod cache;
 pub mod codegen;

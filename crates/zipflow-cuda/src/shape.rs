@@ -8,8 +8,8 @@
 
 use zipflow_core::{Error, PType, Result};
 use zipflow_encodings::{
-    NodeView, ans, bitpack, by_id, constant, delta, dict, float2int, frame, fsst, hipatch, patch,
-    plain, radix, rle, strdict, words, zigzag,
+    NodeView, ans, bitpack, blockpack, by_id, chardict, chartable, constant, delta, dict,
+    float2int, frame, fsst, hipatch, patch, plain, radix, rle, strdict, words, zigzag,
 };
 
 /// A primitive the GPU decoder handles.
@@ -19,6 +19,8 @@ pub enum Op {
     Plain,
     /// `bitpack`: FastLanes 1024-value interleaved bit-packing.
     BitPack,
+    /// `blockpack`: bit-packing with a width and a reference per 1024-value vector.
+    BlockPack,
     /// `for`: frame of reference.
     For,
     /// `zigzag`.
@@ -44,6 +46,12 @@ pub enum Op {
     /// `fsst`: a byte stream as one-byte codes into a table of up to 8-byte symbols, in
     /// pieces that decode on their own.
     Fsst,
+    /// `chardict16`: bytes as codes of 5 or 9 bits, MSB first, in 1024-byte blocks that
+    /// decode on their own.
+    CharDict,
+    /// `chartable`: bytes as codes of up to 10 bits from one of up to 16 tables per
+    /// 1024-byte block.
+    CharTable,
     /// `strdict`: string codes into a dictionary of byte strings.
     StrDict,
     /// `words`: each string's tokens as codes into a dictionary of byte strings.
@@ -56,6 +64,7 @@ impl Op {
         Ok(match id {
             plain::ID => Op::Plain,
             bitpack::ID => Op::BitPack,
+            blockpack::ID => Op::BlockPack,
             frame::ID => Op::For,
             zigzag::ID => Op::ZigZag,
             delta::ID => Op::Delta,
@@ -68,6 +77,8 @@ impl Op {
             float2int::ID => Op::FloatToInt,
             ans::ID => Op::Ans,
             fsst::ID => Op::Fsst,
+            chardict::ID => Op::CharDict,
+            chartable::ID => Op::CharTable,
             strdict::ID => Op::StrDict,
             words::ID => Op::Words,
             _ => {
@@ -85,6 +96,7 @@ impl Op {
         match self {
             Op::Plain => "plain",
             Op::BitPack => "bitpack",
+            Op::BlockPack => "blockpack",
             Op::For => "for",
             Op::ZigZag => "zigzag",
             Op::Delta => "delta",
@@ -97,6 +109,8 @@ impl Op {
             Op::FloatToInt => "float2int",
             Op::Ans => "ans",
             Op::Fsst => "fsst",
+            Op::CharDict => "chardict16",
+            Op::CharTable => "chartable",
             Op::StrDict => "strdict",
             Op::Words => "words",
         }
@@ -107,13 +121,24 @@ impl Op {
     pub fn is_materialised(self) -> bool {
         matches!(
             self,
-            Op::Delta | Op::Rle | Op::Patch | Op::HiPatch | Op::FloatToInt | Op::Ans | Op::Fsst
+            Op::Delta
+                | Op::Rle
+                | Op::Patch
+                | Op::HiPatch
+                | Op::FloatToInt
+                | Op::Ans
+                | Op::Fsst
+                | Op::CharDict
+                | Op::CharTable
         )
     }
 
     /// Whether the op needs the whole chunk in one thread block (a scan across vectors).
     pub fn is_chunk_wide(self) -> bool {
-        matches!(self, Op::Delta | Op::Rle | Op::Ans | Op::Fsst)
+        matches!(
+            self,
+            Op::Delta | Op::Rle | Op::Ans | Op::Fsst | Op::CharDict | Op::CharTable
+        )
     }
 
     /// Whether the op decodes byte strings (`plain` also decodes numbers).

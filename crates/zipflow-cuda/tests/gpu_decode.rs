@@ -395,6 +395,11 @@ fn every_candidate_plan_matches_the_cpu() -> Result<()> {
                 extra.push(p.parse()?);
             }
         }
+        if ptype == PType::U8 {
+            for p in ["chardict16", "chartable", "chartable(3)", "chartable(16)"] {
+                extra.push(p.parse()?);
+            }
+        }
         for plan in zipflow_select::candidates(ptype).into_iter().chain(extra) {
             checked += check(&gpu, &plan, &streams, ptype, &mut failures)?;
         }
@@ -459,6 +464,10 @@ fn string_plans_match_the_cpu() -> Result<()> {
         "plain(lengths: bitpack, bytes: fsst(codes: ans))",
         "strdict(dict: plain(bytes: fsst))",
         "words(dict: plain(bytes: fsst))",
+        "plain(bytes: chardict16)",
+        "plain(lengths: bitpack, bytes: chartable)",
+        "strdict(dict: plain(bytes: chartable(3)))",
+        "words(dict: plain(bytes: chardict16))",
     ];
     let mut plans = zipflow_select::candidates(PType::Bytes);
     for p in extra {
@@ -545,6 +554,17 @@ fn corrupt_strings_are_errors() -> Result<()> {
         assert!(decode_bytes(&bytes).is_err(), "{delta}: the CPU accepts it");
         let e = decode_trees(&gpu, PType::Bytes, &[&bytes], Some(&[tb.data.len() as u64]));
         assert!(matches!(e, Err(Error::Corrupt { .. })), "{delta}: {e:?}");
+    }
+    // chardict16 and chartable: the first bit flipped (the first code's flag, or the first
+    // block's table), so the first block's codes end elsewhere or name another table.
+    let raw = Values::Int(IntVec::U8(tb.data.clone()));
+    for plan in ["chardict16", "chartable"] {
+        let mut node = encode(&plan.parse()?, &raw)?;
+        node.buffers[0][0] ^= 0x80;
+        let bytes = node.to_bytes()?;
+        assert!(decode_bytes(&bytes).is_err(), "{plan}: the CPU accepts it");
+        let e = decode_trees(&gpu, PType::U8, &[&bytes], None);
+        assert!(matches!(e, Err(Error::Corrupt { .. })), "{plan}: {e:?}");
     }
     // A flipped word in an ans stream.
     let v = Values::Int(IntVec::U8(
@@ -762,6 +782,10 @@ fn nvrtc_compiles_every_candidate_shape() -> Result<()> {
             "strdict(codes: ans)",
             "words(codes: bitpack, counts: bitpack)",
             "strdict(codes: radix)",
+            "chardict16",
+            "chartable",
+            "plain(bytes: chardict16)",
+            "words(dict: plain(bytes: chartable))",
         ];
         let extra = extra
             .iter()

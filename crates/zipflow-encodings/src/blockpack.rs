@@ -234,12 +234,9 @@ impl Encoding for BlockPack {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("blockpack", 2, 1)?;
-        node.meta_reader().finish("blockpack")?;
+        let runs = check(node)?;
         let nblocks = node.len.div_ceil(VECTOR_LEN);
         expect_child(node, 0, "references", node.ptype, Some(nblocks))?;
-        let mut run_copy = Vec::new();
-        let runs = cast_or_copy::<u32>(node.buffer(0, "width runs")?, &mut run_copy, "runs")?;
         let refs = scratch.decode(&node.children[0])?;
         let Values::Int(out) = out else {
             scratch.give(refs);
@@ -250,7 +247,7 @@ impl Encoding for BlockPack {
                 Some(r) => {
                     let mut bits: Vec<<T as Int>::U> =
                         bytemuck::allocation::cast_vec(std::mem::take(o));
-                    let res = decode_blocks::<T>(node, runs, r, &mut bits);
+                    let res = decode_blocks::<T>(node, &runs, r, &mut bits);
                     *o = bytemuck::allocation::cast_vec(bits);
                     res
                 }
@@ -278,23 +275,28 @@ impl Encoding for BlockPack {
     }
 }
 
-/// Checks the runs and the packed buffer against each other and the node's length, then
-/// unpacks every block with its reference added.
-fn decode_blocks<T: Int>(
-    node: &NodeView<'_>,
-    runs: &[u32],
-    refs: &[T],
-    out: &mut Vec<T::U>,
-) -> Result<()> {
+/// The width runs of a `blockpack` node (`blocks << 8 | width` each), checked against the
+/// node's length and its packed buffer, which holds exactly the words they need.
+pub fn check(node: &NodeView<'_>) -> Result<Vec<u32>> {
+    node.expect_shape("blockpack", 2, 1)?;
+    node.meta_reader().finish("blockpack")?;
+    if !node.ptype.is_int() {
+        return Err(Error::corrupt(format!(
+            "blockpack node for {} values",
+            node.ptype
+        )));
+    }
+    let bits = (node.ptype.byte_width() * 8) as u32;
+    let mut copy = Vec::new();
+    let runs = cast_or_copy::<u32>(node.buffer(0, "width runs")?, &mut copy, "runs")?.to_vec();
     let nblocks = node.len.div_ceil(VECTOR_LEN);
-    let words_per_bit = VECTOR_LEN / T::BITS as usize;
+    let words_per_bit = VECTOR_LEN / bits as usize;
     let (mut blocks, mut words) = (0usize, 0usize);
-    for &r in runs {
+    for &r in &runs {
         let (count, width) = ((r >> 8) as usize, r & 0xff);
-        if count == 0 || width > T::BITS {
+        if count == 0 || width > bits {
             return Err(Error::corrupt(format!(
-                "blockpack run of {count} blocks at width {width} for {}-bit values",
-                T::BITS
+                "blockpack run of {count} blocks at width {width} for {bits}-bit values"
             )));
         }
         blocks += count;
@@ -312,14 +314,26 @@ fn decode_blocks<T: Int>(
             node.len
         )));
     }
-    let mut copy = Vec::new();
-    let packed = cast_or_copy::<T::U>(node.buffer(1, "packed")?, &mut copy, "packed")?;
-    if packed.len() != words {
+    let packed = node.buffer(1, "packed")?.len();
+    if packed != words * (bits as usize / 8) {
         return Err(Error::corrupt(format!(
-            "blockpack packed buffer has {} words, the widths need {words}",
-            packed.len()
+            "blockpack packed buffer has {packed} bytes, the widths need {words} words of {bits} bits"
         )));
     }
+    Ok(runs)
+}
+
+/// Unpacks every block of a checked node (its `runs`, see [`check`]) with its reference added.
+fn decode_blocks<T: Int>(
+    node: &NodeView<'_>,
+    runs: &[u32],
+    refs: &[T],
+    out: &mut Vec<T::U>,
+) -> Result<()> {
+    let nblocks = node.len.div_ceil(VECTOR_LEN);
+    let words_per_bit = VECTOR_LEN / T::BITS as usize;
+    let mut copy = Vec::new();
+    let packed = cast_or_copy::<T::U>(node.buffer(1, "packed")?, &mut copy, "packed")?;
     crate::resize_for_overwrite(out, nblocks * VECTOR_LEN, <T::U as Int>::ZERO);
     let (mut at, mut block) = (0usize, 0usize);
     for &r in runs {
@@ -332,7 +346,7 @@ fn decode_blocks<T: Int>(
                 dst.fill(reference);
             } else {
                 let src = &packed[at..at + per_block];
-                // SAFETY: the runs were checked above: `width <= BITS`, they cover exactly
+                // SAFETY: `check` checked the runs: `width <= BITS`, they cover exactly
                 // `nblocks` blocks and `packed` holds exactly their words, so `src` is one
                 // block's 1024 * width / BITS words; `dst` is one 1024-value block.
                 unsafe { <T::U as FoR>::unchecked_unfor_pack(width, src, reference, dst) };

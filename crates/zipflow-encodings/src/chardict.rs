@@ -173,6 +173,17 @@ impl CharCode {
         Some((c, len))
     }
 
+    /// Every 10-bit window's first code (codes are at most 10 bits): the character in the low
+    /// 8 bits, the code's length in bits above them. For decoders other than this crate's.
+    pub fn table10(&self) -> Vec<u16> {
+        (0..1u32 << 10)
+            .map(|v| {
+                let (c, len) = self.decode_one(v, 10).unwrap_or((0, 10));
+                u16::from(c) | (len as u16) << 8
+            })
+            .collect()
+    }
+
     /// The decoding table for a [`WINDOW`]-bit lookup (longer than any code, so every entry
     /// holds a character). Entry: up to three characters in bytes 0..2, their count in bits
     /// 24..25, the bits they take in bits 26..31.
@@ -488,6 +499,50 @@ pub(crate) fn check_stream(payload: &[u8], starts: Vec<u64>, total: u64) -> Resu
     Ok(offsets)
 }
 
+/// A character-coded node laid out for decoders other than this crate's (the GPU's), checked
+/// as this crate's decoder checks it.
+pub struct Layout<'a> {
+    /// The bit stream, most significant bit first.
+    pub payload: &'a [u8],
+    /// The codes the blocks use.
+    pub codes: Vec<CharCode>,
+    /// Per block of [`CHUNK`] bytes: the bit of its first code (after any announcement), the
+    /// bit after its last code, and its code's index in `codes`.
+    pub blocks: Vec<(u64, u64, usize)>,
+}
+
+/// The stream of a `chardict16` node and its chunks' bit offsets (the total bits appended).
+fn parse16<'a>(node: &NodeView<'a>) -> Result<(&'a [u8], Vec<u64>)> {
+    node.expect_shape("chardict16", 2, 0)?;
+    let mut m = node.meta_reader();
+    let total = m.u64("total bits")?;
+    m.finish("chardict16")?;
+    let n = node.len;
+    // Every byte costs 5 to 9 bits: this bounds the output by the stream's size.
+    if total < 5 * n as u64 || total > 9 * n as u64 {
+        return Err(Error::corrupt(format!(
+            "chardict16 stream of {total} bits cannot hold {n} bytes"
+        )));
+    }
+    let payload = node.buffer(0, "chardict16 stream")?;
+    let starts = read_u32s(
+        node.buffer(1, "chardict16 index")?,
+        n.div_ceil(CHUNK),
+        "chardict16 index",
+    )?;
+    Ok((payload, check_stream(payload, starts, total)?))
+}
+
+/// The [`Layout`] of a `chardict16` node: one code, the published one.
+pub fn layout<'a>(node: &NodeView<'a>) -> Result<Layout<'a>> {
+    let (payload, offsets) = parse16(node)?;
+    Ok(Layout {
+        payload,
+        codes: vec![preset_code()?],
+        blocks: offsets.windows(2).map(|w| (w[0], w[1], 0)).collect(),
+    })
+}
+
 /// The published code, its encoder and decoder, built once.
 struct Preset {
     code: CharCode,
@@ -606,28 +661,11 @@ impl Encoding for CharDict16 {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, _scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("chardict16", 2, 0)?;
-        let mut m = node.meta_reader();
-        let total = m.u64("total bits")?;
-        m.finish("chardict16")?;
-        let n = node.len;
-        // Every byte costs 5 to 9 bits: this bounds the output by the stream's size.
-        if total < 5 * n as u64 || total > 9 * n as u64 {
-            return Err(Error::corrupt(format!(
-                "chardict16 stream of {total} bits cannot hold {n} bytes"
-            )));
-        }
-        let payload = node.buffer(0, "chardict16 stream")?;
-        let starts = read_u32s(
-            node.buffer(1, "chardict16 index")?,
-            n.div_ceil(CHUNK),
-            "chardict16 index",
-        )?;
-        let offsets = check_stream(payload, starts, total)?;
+        let (payload, offsets) = parse16(node)?;
         let Values::Int(IntVec::U8(out)) = out else {
             return Err(Error::corrupt("chardict16 decodes to u8 values"));
         };
-        crate::resize_for_overwrite(out, n, 0);
+        crate::resize_for_overwrite(out, node.len, 0);
         let dec = &preset()?.dec;
         decode_chunks(out, payload, &offsets, |_, start| Ok((start, dec)))
     }

@@ -31,8 +31,8 @@
 //! children. Decoding is serial within a block and parallel across blocks.
 
 use crate::chardict::{
-    BlockCode, CHUNK, CharCode, Decoder, assemble, check_stream, decode_chunks, peek, prefix_sum,
-    read_u32s,
+    BlockCode, CHUNK, CharCode, Decoder, Layout, assemble, check_stream, decode_chunks, peek,
+    prefix_sum, read_u32s,
 };
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Pattern, Scratch, Slot};
@@ -443,6 +443,55 @@ struct Parsed<'a> {
     tables: Vec<u8>,
 }
 
+/// The bit of block `b`'s first code, after its announcement (which must name the table the
+/// index gives it), the block starting at bit `start`.
+fn first_code(p: &Parsed<'_>, b: usize, start: u64) -> Result<u64> {
+    let n = p.codes.len();
+    let t = usize::from(p.tables[b]);
+    if n <= 1 {
+        return Ok(start);
+    }
+    let sw = SwitchCost::of(n);
+    let (ok, pos) = if b == 0 {
+        (
+            peek(p.payload, start, sw.first as u32) as usize == t,
+            start + sw.first,
+        )
+    } else if peek(p.payload, start, 1) == 1 {
+        (p.tables[b - 1] == p.tables[b], start + 1)
+    } else {
+        let prev = usize::from(p.tables[b - 1]);
+        let rank = peek(p.payload, start + 1, (sw.change - 1) as u32) as usize;
+        (
+            t != prev && rank == t - usize::from(t > prev),
+            start + sw.change,
+        )
+    };
+    if !ok {
+        return Err(Error::corrupt(format!(
+            "chartable block {b} announces a table other than its index's {t}"
+        )));
+    }
+    Ok(pos)
+}
+
+/// The [`Layout`] of a `chartable` node: its tables, and each block's first code after its
+/// announcement (checked).
+pub fn layout<'a>(node: &NodeView<'a>) -> Result<Layout<'a>> {
+    let p = parse(node)?;
+    let blocks = (0..p.tables.len())
+        .map(|b| {
+            let first = first_code(&p, b, p.offsets[b])?;
+            Ok((first, p.offsets[b + 1], usize::from(p.tables[b])))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Layout {
+        payload: p.payload,
+        codes: p.codes,
+        blocks,
+    })
+}
+
 fn parse<'a>(node: &NodeView<'a>) -> Result<Parsed<'a>> {
     if node.id != ID {
         return Err(Error::invalid(format!(
@@ -673,31 +722,11 @@ impl Encoding for CharTable {
                 }
             })
             .collect();
-        let n = p.codes.len();
-        let sw = SwitchCost::of(n);
         decode_chunks(out, p.payload, &p.offsets, |b, start| {
-            let t = usize::from(p.tables[b]);
-            let mut pos = start;
-            if n > 1 {
-                let ok = if b == 0 {
-                    pos += sw.first;
-                    peek(p.payload, start, sw.first as u32) as usize == t
-                } else if peek(p.payload, start, 1) == 1 {
-                    pos += 1;
-                    p.tables[b - 1] == p.tables[b]
-                } else {
-                    let prev = usize::from(p.tables[b - 1]);
-                    let rank = peek(p.payload, start + 1, (sw.change - 1) as u32) as usize;
-                    pos += sw.change;
-                    t != prev && rank == t - usize::from(t > prev)
-                };
-                if !ok {
-                    return Err(Error::corrupt(format!(
-                        "chartable block {b} announces a table other than its index's {t}"
-                    )));
-                }
-            }
-            Ok((pos, &decoders[t]))
+            Ok((
+                first_code(&p, b, start)?,
+                &decoders[usize::from(p.tables[b])],
+            ))
         })
     }
 

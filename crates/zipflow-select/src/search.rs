@@ -62,8 +62,9 @@ pub enum Objective {
     MinDecodeGbs(f64),
     /// The smallest plan made only of primitives the GPU decoder runs in parallel
     /// ([`GPU_PARALLEL`]): for files decoded on the GPU, where an `ans` block is a chain of
-    /// dependent steps and `fsst`, the character coders and `blockpack` do not run; `hipatch`
-    /// and `radix` only where the GPU decodes them at full speed ([`gpu_parallel`]).
+    /// dependent steps, `fsst` and the character coders decode a piece or block per thread and
+    /// `blockpack` reads a table for every value; `hipatch` and `radix` only where the GPU
+    /// decodes them at full speed ([`gpu_parallel`]).
     Gpu,
 }
 

@@ -623,7 +623,7 @@ pub fn bench(
 
 /// All row groups of `zf` as record batches, columns decoded on GPU `device` (each column
 /// whole, then cut into row groups); validity, and columns whose plans the GPU does not
-/// decode (e.g. `chardict`), on the CPU.
+/// decode (a composition the code generator has no code for), on the CPU.
 pub fn read_batches(zf: &ZfFile, device: usize) -> Result<Vec<RecordBatch>> {
     let gpu = Gpu::open(device)?;
     let schema = zf.arrow_schema();
