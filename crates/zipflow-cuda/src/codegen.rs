@@ -2385,7 +2385,7 @@ mod tests {
             k.source
                 .contains("zf_entry(zf_m2 < ZF_STR_OFFS, zf_goff2, c, so[j], sl[j]);")
         );
-        // Staged bytes are stored a word at a time.
+        // Staged bytes are stored 16 bytes at a time.
         assert!(k.source.contains("gw[y] = sw[y];"));
     }
 }

@@ -17,7 +17,7 @@
 //!   `words` root's counts, one block-wide sum), and walks the segment's tokens in tiles of
 //!   [`TILE_TOKENS`]. In a tile each thread takes consecutive tokens, so its bytes are one
 //!   contiguous run: a block-wide sum of the tokens' lengths places them, the bytes are
-//!   assembled in shared memory at the output's alignment and stored a word at a time, and
+//!   assembled in shared memory at the output's alignment and stored 16 bytes at a time, and
 //!   each row whose first token falls in the tile writes its offset.
 //!
 //! A `strdict` or `plain` root is the same with one token per row. Offsets are `u32` or `u64`
@@ -118,6 +118,22 @@ __device__ __forceinline__ void zf_entry(bool sm, const u32* __restrict__ g, u32
     so = g[c];
     sl = g[c + 1u] - so;
   }
+}
+
+// Stores output bytes [g0, g1) from the stage, which holds output byte x at stage byte
+// x - (g0 rounded down to 16): the 16-byte words in between whole, the ends byte by byte
+// (all threads of the block).
+__device__ __forceinline__ void zf_store_stage(u8* __restrict__ out, u64 g0, u64 g1) {
+  const u64 gb = g0 & ~15ull, v0 = (g0 + 15u) & ~15ull, v1 = g1 & ~15ull;
+  if (v0 > v1) {
+    if (threadIdx.x < g1 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb + threadIdx.x];
+    return;
+  }
+  if (threadIdx.x < v0 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb + threadIdx.x];
+  if (threadIdx.x < g1 - v1) out[v1 + threadIdx.x] = zf_stage[v1 - gb + threadIdx.x];
+  const uint4* sw = (const uint4*)zf_stage + (v0 - gb) / 16u;
+  uint4* gw = (uint4*)(out + v0);
+  for (u32 y = threadIdx.x; y < (u32)((v1 - v0) / 16u); y += ZF_THREADS) gw[y] = sw[y];
 }
 
 // The sum over a warp, in every lane.
@@ -641,13 +657,13 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                         "const u32 c = codes[threadIdx.x * ZF_TOK_ITEMS + j];\n          if (c < zf_m{d}) {{\n            zf_entry(zf_m{d} < ZF_STR_OFFS, zf_goff{d}, c, so[j], sl[j]);\n          }} else {{\n            atomicOr(e.err, ZF_ERR_DICT);\n          }}"
                     ),
                     format!(
-                        r#"      const u64 g = at + B0 + bc, gb = g & ~3ull;
+                        r#"      const u64 g = at + B0 + bc, gb = g & ~15ull;
       if (zf_sb{d} && (u32)(g - gb) + ttot <= ZF_STR_STAGE) {{
         // The tile fits the stage: each thread assembles its run a word at a time (words
         // it shares with its neighbours are or-ed into zeroed words).
         u32* const sw = (u32*)zf_stage;
-        const u32 nw = ((u32)(g - gb) + (u32)ttot + 3u) >> 2;
-        for (u32 y = threadIdx.x; y < nw; y += ZF_THREADS) sw[y] = 0u;
+        const u32 nq = ((u32)(g - gb) + (u32)ttot + 15u) >> 4;
+        for (u32 y = threadIdx.x; y < nq; y += ZF_THREADS) ((uint4*)zf_stage)[y] = make_uint4(0u, 0u, 0u, 0u);
         __syncthreads();
         if (lsum != 0ull) {{
           // Each step takes up to 16 bytes of a token (read as four words at its byte
@@ -688,22 +704,14 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           if (nb != 0u) atomicOr(sw + wi, pend);
         }}
         __syncthreads();
-        const u64 g1 = g + ttot, v0 = (g + 3u) & ~3ull, v1 = g1 & ~3ull;
-        if (v0 > v1) {{
-          if (threadIdx.x < ttot) out[g + threadIdx.x] = zf_stage[g - gb + threadIdx.x];
-        }} else {{
-          if (threadIdx.x < v0 - g) out[g + threadIdx.x] = zf_stage[g - gb + threadIdx.x];
-          if (threadIdx.x < g1 - v1) out[v1 + threadIdx.x] = zf_stage[v1 - gb + threadIdx.x];
-          u32* gw = (u32*)(out + v0);
-          for (u32 y = threadIdx.x; y < (u32)((v1 - v0) / 4u); y += ZF_THREADS) gw[y] = sw[(v0 - gb) / 4u + y];
-        }}
+        zf_store_stage(out, g, g + ttot);
         __syncthreads();
       }} else {{
       // Otherwise byte by byte, in windows of the stage, each at the output's alignment.
-      for (u32 w0 = 0u; w0 < (u32)ttot; w0 += ZF_STR_STAGE - 4u) {{
-        const u32 wl = min((u32)ttot - w0, ZF_STR_STAGE - 4u);
+      for (u32 w0 = 0u; w0 < (u32)ttot; w0 += ZF_STR_STAGE - 16u) {{
+        const u32 wl = min((u32)ttot - w0, ZF_STR_STAGE - 16u);
         const u64 g0 = g + w0, g1 = g0 + wl;
-        u8* const st = zf_stage + ((u32)g0 & 3u);
+        u8* const st = zf_stage + ((u32)g0 & 15u);
         u32 q = (u32)p0;
         if (zf_sb{d}) {{
 #pragma unroll
@@ -713,17 +721,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           {global}
         }}
         __syncthreads();
-        // Stage index = output address - (g0 rounded down to a word).
-        const u64 v0 = (g0 + 3u) & ~3ull, v1 = g1 & ~3ull, gb0 = g0 & ~3ull;
-        if (v0 > v1) {{
-          if (threadIdx.x < wl) out[g0 + threadIdx.x] = zf_stage[g0 - gb0 + threadIdx.x];
-        }} else {{
-          if (threadIdx.x < v0 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb0 + threadIdx.x];
-          if (threadIdx.x < g1 - v1) out[v1 + threadIdx.x] = zf_stage[v1 - gb0 + threadIdx.x];
-          const u32* sw = (const u32*)zf_stage + (v0 - gb0) / 4u;
-          u32* gw = (u32*)(out + v0);
-          for (u32 y = threadIdx.x; y < (u32)((v1 - v0) / 4u); y += ZF_THREADS) gw[y] = sw[y];
-        }}
+        zf_store_stage(out, g0, g1);
         __syncthreads();
       }}
       }}
@@ -945,12 +943,12 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     }}
     if (zf_sb{d} && L != 0u && L <= ZF_STR_STAGE / 64u) {{
       // Windows of rows: their bytes assembled in the stage at the output's alignment (the
-      // codes decoded as their encoding lays them out), then stored a word at a time.
-      const u32 wrows = (ZF_STR_STAGE - 4u) / L;
+      // codes decoded as their encoding lays them out), then stored 16 bytes at a time.
+      const u32 wrows = (ZF_STR_STAGE - 16u) / L;
       for (u32 w0 = r0; w0 < r1; w0 += wrows) {{
         const u32 wn = min(wrows, r1 - w0);
-        const u64 g0 = at + (u64)w0 * L, g1 = g0 + (u64)wn * L, gb0 = g0 & ~3ull;
-        u8* const st = zf_stage + ((u32)g0 & 3u);
+        const u64 g0 = at + (u64)w0 * L, g1 = g0 + (u64)wn * L;
+        u8* const st = zf_stage + ((u32)g0 & 15u);
         {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
           if (c < zf_m{d}) {{
             const u8* const src = zf_sdict + zf_dsh{d} + c * L;
@@ -961,16 +959,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           }}
         }});
         __syncthreads();
-        const u64 v0 = (g0 + 3u) & ~3ull, v1 = g1 & ~3ull;
-        if (v0 > v1) {{
-          if (threadIdx.x < g1 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb0 + threadIdx.x];
-        }} else {{
-          if (threadIdx.x < v0 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb0 + threadIdx.x];
-          if (threadIdx.x < g1 - v1) out[v1 + threadIdx.x] = zf_stage[v1 - gb0 + threadIdx.x];
-          const u32* sw = (const u32*)zf_stage + (v0 - gb0) / 4u;
-          u32* gw = (u32*)(out + v0);
-          for (u32 y = threadIdx.x; y < (u32)((v1 - v0) / 4u); y += ZF_THREADS) gw[y] = sw[y];
-        }}
+        zf_store_stage(out, g0, g1);
         __syncthreads();
       }}
     }} else {{
