@@ -784,6 +784,37 @@ mod tests {
         cases
     }
 
+    /// The layout other decoders get: each block decoded alone from its first code with the
+    /// 10-bit tables, a code at a time, gives the input and ends at its end bit.
+    #[test]
+    fn layouts_decode_a_code_at_a_time_with_ten_bit_tables() -> Result<()> {
+        for c in cases() {
+            for p in ["chardict16", "chartable", "chartable(3)", "chartable(16)"] {
+                let bytes = encode(&plan(p), &u8s(&c))?.to_bytes()?;
+                let view = NodeView::parse(&bytes)?;
+                let l = if p == "chardict16" {
+                    crate::chardict::layout(&view)?
+                } else {
+                    layout(&view)?
+                };
+                assert_eq!(l.blocks.len(), c.len().div_ceil(CHUNK), "{p}");
+                let tables: Vec<Vec<u16>> = l.codes.iter().map(CharCode::table10).collect();
+                let mut out = Vec::with_capacity(c.len());
+                for (b, &(first, end, t)) in l.blocks.iter().enumerate() {
+                    let mut pos = first;
+                    for _ in 0..(c.len() - b * CHUNK).min(CHUNK) {
+                        let e = tables[t][peek(l.payload, pos, 10) as usize];
+                        out.push(e as u8);
+                        pos += u64::from(e >> 8);
+                    }
+                    assert_eq!(pos, end, "{p}: block {b}");
+                }
+                assert!(out == c, "{p}: {} bytes decode differently", c.len());
+            }
+        }
+        Ok(())
+    }
+
     #[test]
     fn round_trips() -> Result<()> {
         for c in cases() {
