@@ -20,19 +20,43 @@ fn lineitem(sf: f64) -> Vec<RecordBatch> {
 }
 
 fn write(batches: &[RecordBatch], dir: &std::path::Path) -> String {
-    let path = dir.join("lineitem.zf");
+    write_with(batches, &dir.join("lineitem.zf"), 8192, &[])
+}
+
+/// Writes `batches` to `path` in chunks of `chunk_rows`, the columns named in `plans` with
+/// those plans (the others chosen as usual); returns the path.
+fn write_with(
+    batches: &[RecordBatch],
+    path: &std::path::Path,
+    chunk_rows: usize,
+    plans: &[(&str, &str)],
+) -> String {
     let options = WriteOptions {
-        chunk_rows: 8192,
+        chunk_rows,
         overwrite: true,
+        plans: plans
+            .iter()
+            .map(|(c, p)| (c.to_string(), p.parse().unwrap_or_else(|e| panic!("{e}"))))
+            .collect(),
         ..Default::default()
     };
     let mut w =
-        TableWriter::create(&path, batches[0].schema(), options).unwrap_or_else(|e| panic!("{e}"));
+        TableWriter::create(path, batches[0].schema(), options).unwrap_or_else(|e| panic!("{e}"));
     for b in batches {
         w.write(b).unwrap_or_else(|e| panic!("{e}"));
     }
     w.finish().unwrap_or_else(|e| panic!("{e}"));
     path.to_string_lossy().into_owned()
+}
+
+/// Each query gives the same non-empty result on the fast path at 2 threads as on the
+/// reference path at 1.
+fn fast_equals_reference(path: &str, queries: &[String]) {
+    for text in queries {
+        let fast = run(path, text, 2, false);
+        assert_eq!(fast, run(path, text, 1, true), "{text}");
+        assert!(!fast.is_empty(), "{text}");
+    }
 }
 
 fn col<'a>(b: &'a RecordBatch, name: &str) -> &'a Arc<dyn Array> {
@@ -161,13 +185,11 @@ fn fast_path_equals_reference_path() {
         "SELECT sum(l_quantity) FROM t WHERE l_quantity < 0.055 OR l_quantity > 49.999",
         "SELECT l_quantity, count(*) FROM t GROUP BY l_quantity HAVING count(*) > 200 ORDER BY count(*) DESC, l_quantity LIMIT 5",
     ];
-    for text in queries {
-        let text = text.replace("FROM t", &format!("FROM '{path}'"));
-        let fast = run(&path, &text, 2, false);
-        let reference = run(&path, &text, 1, true);
-        assert_eq!(fast, reference, "{text}");
-        assert!(!fast.is_empty(), "{text}");
-    }
+    let queries: Vec<String> = queries
+        .iter()
+        .map(|q| q.replace("FROM t", &format!("FROM '{path}'")))
+        .collect();
+    fast_equals_reference(&path, &queries);
 }
 
 #[test]
@@ -184,22 +206,7 @@ fn forced_encodings_agree_with_the_reference() {
         ("l_extendedprice", "delta"),
         ("l_shipdate", "dict"),
     ];
-    let options = WriteOptions {
-        chunk_rows: 5000,
-        overwrite: true,
-        plans: plans
-            .iter()
-            .map(|(c, p)| (c.to_string(), p.parse().unwrap_or_else(|e| panic!("{e}"))))
-            .collect(),
-        ..Default::default()
-    };
-    let mut w =
-        TableWriter::create(&path, batches[0].schema(), options).unwrap_or_else(|e| panic!("{e}"));
-    for b in &batches {
-        w.write(b).unwrap_or_else(|e| panic!("{e}"));
-    }
-    w.finish().unwrap_or_else(|e| panic!("{e}"));
-    let path = path.to_string_lossy().into_owned();
+    let path = write_with(&batches, &path, 5000, &plans);
     let queries = [
         tpch::q1(&path),
         tpch::q6(&path),
@@ -210,11 +217,7 @@ fn forced_encodings_agree_with_the_reference() {
             "SELECT min(l_shipdate), max(l_shipdate), avg(l_discount) FROM '{path}' WHERE l_returnflag IN ('A', 'R') AND l_shipdate >= '1995-01-01'"
         ),
     ];
-    for text in &queries {
-        let fast = run(&path, text, 2, false);
-        assert_eq!(fast, run(&path, text, 1, true), "{text}");
-        assert!(!fast.is_empty());
-    }
+    fast_equals_reference(&path, &queries);
 }
 
 #[test]
@@ -344,22 +347,7 @@ fn packed_bitmask_path_agrees_with_the_reference() {
         ("l_returnflag", "strdict(codes: bitpack)"),
         ("l_linestatus", "strdict(codes: bitpack)"),
     ];
-    let options = WriteOptions {
-        chunk_rows: 3000,
-        overwrite: true,
-        plans: plans
-            .iter()
-            .map(|(c, p)| (c.to_string(), p.parse().unwrap_or_else(|e| panic!("{e}"))))
-            .collect(),
-        ..Default::default()
-    };
-    let mut w =
-        TableWriter::create(&path, batches[0].schema(), options).unwrap_or_else(|e| panic!("{e}"));
-    for b in &batches {
-        w.write(b).unwrap_or_else(|e| panic!("{e}"));
-    }
-    w.finish().unwrap_or_else(|e| panic!("{e}"));
-    let path = path.to_string_lossy().into_owned();
+    let path = write_with(&batches, &path, 3000, &plans);
     let queries = [
         tpch::q1(&path),
         tpch::q6(&path),
@@ -383,11 +371,7 @@ fn packed_bitmask_path_agrees_with_the_reference() {
             "SELECT count(*), sum(l_extendedprice * l_discount) FROM '{path}' WHERE l_shipdate >= DATE '1994-01-01' AND l_discount < 0.03 AND l_extendedprice * 2 > 50000"
         ),
     ];
-    for text in &queries {
-        let fast = run(&path, text, 2, false);
-        assert_eq!(fast, run(&path, text, 1, true), "{text}");
-        assert!(!fast.is_empty());
-    }
+    fast_equals_reference(&path, &queries);
 }
 
 #[test]
@@ -408,22 +392,7 @@ fn hipatch_columns_agree_with_the_reference() {
         ("l_shipdate", "for | hipatch(10) | bitpack"),
         ("l_quantity", "hipatch(3) | for | bitpack"),
     ];
-    let options = WriteOptions {
-        chunk_rows: 3000,
-        overwrite: true,
-        plans: plans
-            .iter()
-            .map(|(c, p)| (c.to_string(), p.parse().unwrap_or_else(|e| panic!("{e}"))))
-            .collect(),
-        ..Default::default()
-    };
-    let mut w =
-        TableWriter::create(&path, batches[0].schema(), options).unwrap_or_else(|e| panic!("{e}"));
-    for b in &batches {
-        w.write(b).unwrap_or_else(|e| panic!("{e}"));
-    }
-    w.finish().unwrap_or_else(|e| panic!("{e}"));
-    let path = path.to_string_lossy().into_owned();
+    let path = write_with(&batches, &path, 3000, &plans);
     let queries = [
         tpch::q1(&path),
         tpch::q6(&path),
@@ -434,9 +403,5 @@ fn hipatch_columns_agree_with_the_reference() {
             "SELECT count(*), sum(l_extendedprice) FROM '{path}' WHERE l_tax >= 0.05 AND l_discount < 0.03 AND l_shipdate < DATE '1995-06-01'"
         ),
     ];
-    for text in &queries {
-        let fast = run(&path, text, 2, false);
-        assert_eq!(fast, run(&path, text, 1, true), "{text}");
-        assert!(!fast.is_empty());
-    }
+    fast_equals_reference(&path, &queries);
 }
