@@ -368,33 +368,10 @@ mod tests {
     use crate::encode;
     use crate::testing::*;
 
-    /// The `hipatch` node of a serialised tree: the root or the first one down the pipe.
+    /// The exception count of the `hipatch` node of a serialised tree: the root or the first
+    /// one down the pipe.
     fn exceptions(bytes: &[u8]) -> Result<u32> {
-        fn find<'a>(node: &'a NodeView<'a>) -> Option<&'a NodeView<'a>> {
-            if node.id == ID {
-                Some(node)
-            } else {
-                node.children.first().and_then(find)
-            }
-        }
-        let root = NodeView::parse(bytes)?;
-        let node = find(&root).ok_or_else(|| Error::invalid("no hipatch node"))?;
-        let b = node
-            .meta
-            .get(1..5)
-            .ok_or_else(|| Error::invalid("short meta"))?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    /// `i % 8` with `outlier` at the first, middle and last positions.
-    fn with_outliers<T: Int>(n: usize, outlier: T) -> Vec<T> {
-        let mut v: Vec<T> = (0..n as u64).map(|i| T::from_u64_wrapping(i % 8)).collect();
-        for p in [0, n / 2, n.saturating_sub(1)] {
-            if let Some(x) = v.get_mut(p) {
-                *x = outlier;
-            }
-        }
-        v
+        exception_count(bytes, ID)
     }
 
     struct EdgeLengths;

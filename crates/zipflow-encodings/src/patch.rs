@@ -280,33 +280,8 @@ mod tests {
     use zipflow_core::IntVec;
 
     /// The `patch` node in a serialised tree: the root or the first one down the pipe.
-    fn patch_node<'a>(node: &'a NodeView<'a>) -> Option<&'a NodeView<'a>> {
-        if node.id == ID {
-            Some(node)
-        } else {
-            node.children.first().and_then(patch_node)
-        }
-    }
-
     fn exceptions(bytes: &[u8]) -> Result<u32> {
-        let root = NodeView::parse(bytes)?;
-        let node = patch_node(&root).ok_or_else(|| Error::invalid("no patch node"))?;
-        let b = node
-            .meta
-            .get(1..5)
-            .ok_or_else(|| Error::invalid("short meta"))?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    /// `i % 8` with `outlier` at the first, middle and last positions.
-    fn with_outliers<T: Int>(n: usize, outlier: T) -> Vec<T> {
-        let mut v: Vec<T> = (0..n as u64).map(|i| T::from_u64_wrapping(i % 8)).collect();
-        for p in [0, n / 2, n.saturating_sub(1)] {
-            if let Some(x) = v.get_mut(p) {
-                *x = outlier;
-            }
-        }
-        v
+        exception_count(bytes, ID)
     }
 
     /// Every plan shape over edge lengths, and the exception counts at 3 bits, the full width

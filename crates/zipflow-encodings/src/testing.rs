@@ -223,3 +223,33 @@ pub(crate) fn check_corruption(p: &str, node: &EncodedNode, flip_step: usize) ->
     }
     Ok(())
 }
+
+/// `i % 8` with `outlier` at the first, middle and last positions.
+pub(crate) fn with_outliers<T: Int>(n: usize, outlier: T) -> Vec<T> {
+    let mut v: Vec<T> = (0..n as u64).map(|i| T::from_u64_wrapping(i % 8)).collect();
+    for p in [0, n / 2, n.saturating_sub(1)] {
+        if let Some(x) = v.get_mut(p) {
+            *x = outlier;
+        }
+    }
+    v
+}
+
+/// The exception count (meta bytes 1..5, after the width) of the first node with encoding id
+/// `id` down the first children of a serialised tree (`patch`, `hipatch`).
+pub(crate) fn exception_count(bytes: &[u8], id: u16) -> Result<u32> {
+    fn find<'a>(node: &'a NodeView<'a>, id: u16) -> Option<&'a NodeView<'a>> {
+        if node.id == id {
+            Some(node)
+        } else {
+            node.children.first().and_then(|c| find(c, id))
+        }
+    }
+    let root = NodeView::parse(bytes)?;
+    let node = find(&root, id).ok_or_else(|| Error::invalid(format!("no node of id {id}")))?;
+    let b = node
+        .meta
+        .get(1..5)
+        .ok_or_else(|| Error::invalid("short meta"))?;
+    Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
