@@ -250,10 +250,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             PType::U16 => 2,
             _ => 3,
         };
-        let phases = match n.ptype {
-            PType::U8 => "",
-            PType::U16 => {
-                r#"
+        // u16 and u32 symbols read bypass bits after the first step (only when some lane's
+        // bucket has them, else no state changes); u32 symbols may need a second refill.
+        const BYPASS: &str = r#"
         // Bypass bits only when some lane's bucket has them (else no state changes).
         u32 nb = 0u;
         if (__any_sync(0xffffffffu, act && v >= 16u)) {
@@ -264,22 +263,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           x >>= k1;
           v = ((4u + (v & 3u)) << nb) | bits;
         }
-        zf_ans_renorm(x, act, pos, win, bad);
-        }"#
-            }
-            _ => {
-                r#"
-        // Bypass bits only when some lane's bucket has them (else no state changes).
-        u32 nb = 0u;
-        if (__any_sync(0xffffffffu, act && v >= 16u)) {
-        if (act && v >= 16u) {
-          nb = (v >> 2) - 2u;
-          const u32 k1 = min(nb, 16u);
-          const u32 bits = x & ((1u << k1) - 1u);
-          x >>= k1;
-          v = ((4u + (v & 3u)) << nb) | bits;
-        }
-        zf_ans_renorm(x, act, pos, win, bad);
+        zf_ans_renorm(x, act, pos, win, bad);"#;
+        const HIGH: &str = r#"
         if (__any_sync(0xffffffffu, nb > 16u)) {
         if (act && nb > 16u) {
           const u32 k2 = nb - 16u;
@@ -287,9 +272,11 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           x >>= k2;
         }
         zf_ans_renorm(x, act, pos, win, bad);
-        }
-        }"#
-            }
+        }"#;
+        let phases = match n.ptype {
+            PType::U8 => String::new(),
+            PType::U16 => format!("{BYPASS}\n        }}"),
+            _ => format!("{BYPASS}{HIGH}\n        }}"),
         };
         let out = self.buf(k, "first + j0 + lane")?;
         Ok(format!(
