@@ -25,6 +25,14 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `zipflow compress in.parquet -o t.zf -q` with `extra` arguments, in `d`; it must succeed.
+fn compress_table(d: &Path, extra: &[&str]) {
+    let mut args = vec!["compress", "in.parquet", "-o", "t.zf", "-q"];
+    args.extend_from_slice(extra);
+    let o = zipflow(&args, d);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 fn sample_batch(rows: usize) -> RecordBatch {
     let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(
         (0..rows as i64).map(|i| i * 3),
@@ -89,19 +97,7 @@ fn setup(rows: usize) -> (tempfile::TempDir, PathBuf, RecordBatch) {
 fn parquet_round_trip_is_identical() {
     let (dir, _, batch) = setup(70_000);
     let d = dir.path();
-    let o = zipflow(
-        &[
-            "compress",
-            "in.parquet",
-            "-o",
-            "t.zf",
-            "-q",
-            "--chunk-rows",
-            "8192",
-        ],
-        d,
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    compress_table(d, &["--chunk-rows", "8192"]);
     let o = zipflow(&["decompress", "t.zf", "-o", "back.parquet", "-q"], d);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(read_parquet(&d.join("back.parquet")), batch);
@@ -132,19 +128,7 @@ fn parquet_round_trip_is_identical() {
 fn inspect_shows_plans_sizes_and_zone_maps() {
     let (dir, _, _) = setup(5000);
     let d = dir.path();
-    let o = zipflow(
-        &[
-            "compress",
-            "in.parquet",
-            "-o",
-            "t.zf",
-            "-q",
-            "--plan",
-            "id=delta | for | bitpack",
-        ],
-        d,
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    compress_table(d, &["--plan", "id=delta | for | bitpack"]);
     let o = zipflow(&["inspect", "t.zf", "--chunks"], d);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("5000 rows, 5 columns"), "{out}");
@@ -160,19 +144,13 @@ fn inspect_shows_plans_sizes_and_zone_maps() {
 fn gpu_source_prints_the_generated_kernels_without_a_gpu() {
     let (dir, _, _) = setup(5000);
     let d = dir.path();
-    let args = [
-        "compress",
-        "in.parquet",
-        "-o",
-        "t.zf",
-        "-q",
+    let plans = [
         "--plan",
         "id=delta | for | bitpack",
         "--plan",
         "s=strdict(codes: bitpack)",
     ];
-    let o = zipflow(&args, d);
-    assert!(o.status.success(), "{}", stderr(&o));
+    compress_table(d, &plans);
     let o = zipflow(&["gpu", "source", "t.zf", "--column", "id"], d);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -221,19 +199,7 @@ fn existing_output_needs_force() {
 fn damaged_files_fail_in_one_line_and_write_nothing() {
     let (dir, _, _) = setup(50_000);
     let d = dir.path();
-    let o = zipflow(
-        &[
-            "compress",
-            "in.parquet",
-            "-o",
-            "t.zf",
-            "-q",
-            "--chunk-rows",
-            "4096",
-        ],
-        d,
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    compress_table(d, &["--chunk-rows", "4096"]);
     let good = std::fs::read(d.join("t.zf")).unwrap_or_else(|e| panic!("{e}"));
 
     let mut flipped = good.clone();

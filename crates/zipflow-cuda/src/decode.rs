@@ -1058,18 +1058,11 @@ impl Filler<'_> {
             }
             Op::BlockPack => {
                 let runs = blockpack::check(node)?;
-                let vectors = node.len.div_ceil(1024);
-                if node.children[0].len != vectors {
-                    return Err(Error::corrupt(format!(
-                        "references child holds {} values, expected {vectors}",
-                        node.children[0].len
-                    )));
-                }
                 self.prm[b + 1] = self.offset(node.buffer(1, "packed")?, width)?;
                 // Per vector: where its words start (in words) and its width.
                 self.extra.resize(self.extra.len().next_multiple_of(8), 0);
                 self.prm[b + 2] = self.extra_at + self.extra.len() as u64;
-                let per_bit = 1024 / (width as u32 * 8);
+                let per_bit = (VECTOR_LEN / (width * 8)) as u32;
                 let mut at = 0u32;
                 for r in runs {
                     let w = r & 0xff;

@@ -235,8 +235,6 @@ impl Encoding for BlockPack {
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
         let runs = check(node)?;
-        let nblocks = node.len.div_ceil(VECTOR_LEN);
-        expect_child(node, 0, "references", node.ptype, Some(nblocks))?;
         let refs = scratch.decode(&node.children[0])?;
         let Values::Int(out) = out else {
             scratch.give(refs);
@@ -276,7 +274,8 @@ impl Encoding for BlockPack {
 }
 
 /// The width runs of a `blockpack` node (`blocks << 8 | width` each), checked against the
-/// node's length and its packed buffer, which holds exactly the words they need.
+/// node's length and its packed buffer, which holds exactly the words they need; the
+/// references child holds one value per block.
 pub fn check(node: &NodeView<'_>) -> Result<Vec<u32>> {
     node.expect_shape("blockpack", 2, 1)?;
     node.meta_reader().finish("blockpack")?;
@@ -286,10 +285,11 @@ pub fn check(node: &NodeView<'_>) -> Result<Vec<u32>> {
             node.ptype
         )));
     }
+    let nblocks = node.len.div_ceil(VECTOR_LEN);
+    expect_child(node, 0, "references", node.ptype, Some(nblocks))?;
     let bits = (node.ptype.byte_width() * 8) as u32;
     let mut copy = Vec::new();
     let runs = cast_or_copy::<u32>(node.buffer(0, "width runs")?, &mut copy, "runs")?.to_vec();
-    let nblocks = node.len.div_ceil(VECTOR_LEN);
     let words_per_bit = VECTOR_LEN / bits as usize;
     let (mut blocks, mut words) = (0usize, 0usize);
     for &r in &runs {
