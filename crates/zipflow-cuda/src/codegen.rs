@@ -140,6 +140,10 @@ pub struct Kernel {
     pub segment_rows: u32,
     /// Bytes of dynamic shared memory per block of the expansion kernel.
     pub expand_smem: u32,
+    /// Whether [`KERNEL_NAME`] must run before the expansion. A `strdict` root whose entries
+    /// have one length and whose nodes are all fully parallel needs nothing from it: its
+    /// segment table is arithmetic and its entries sit at `code * length`.
+    pub first_kernel: bool,
 }
 
 /// Descriptor slot 0: the chunk's first output element in the output buffer (for byte
@@ -589,6 +593,8 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
         g.src.push_str(&first);
         g.src.push_str(&second);
         let (dyn_smem, expand_smem, segment_rows) = (g.dyn_smem, g.expand_smem, g.segment_rows());
+        let first_kernel = g.fixed_length(0).is_none()
+            || nodes.iter().any(|n| materialised(n.op, KernelKind::Chunk));
         return Ok(Kernel {
             source: g.src,
             kind,
@@ -600,6 +606,7 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
             dyn_smem,
             segment_rows,
             expand_smem,
+            first_kernel,
         });
     }
     let root_t = ctype(shape.ptype)?;
@@ -680,6 +687,7 @@ extern "C" __global__ void __launch_bounds__({bounds})
         dyn_smem: 0,
         segment_rows: 0,
         expand_smem: 0,
+        first_kernel: true,
     })
 }
 
@@ -2264,6 +2272,31 @@ mod tests {
                 Op::from_id(id).unwrap_or_else(|e| panic!("{id}: {e}"));
             }
         }
+    }
+
+    #[test]
+    fn one_length_strings_run_without_the_first_kernel() {
+        let ones = {
+            let mut b = zipflow_core::values::ByteStrings::default();
+            b.offsets.push(0);
+            for i in 0..5000u64 {
+                b.data.push(b'A' + (i % 3) as u8);
+                b.offsets.push(b.data.len() as u64);
+            }
+            Values::Bytes(b)
+        };
+        for (plan, first) in [
+            ("strdict(codes: radix)", false),
+            ("strdict(codes: bitpack)", false),
+            ("strdict(codes: ans)", true),
+            ("strdict", false),
+        ] {
+            let k = generate(&shape_of(plan, &ones)).unwrap_or_else(|e| panic!("{plan}: {e}"));
+            assert_eq!(k.first_kernel, first, "{plan}");
+        }
+        let k = generate(&shape_of("strdict(codes: bitpack)", &texts()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(k.first_kernel);
     }
 
     #[test]

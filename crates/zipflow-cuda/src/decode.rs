@@ -555,15 +555,17 @@ impl<'g> ColumnDecoder<'g> {
     /// expansion kernel (byte strings) over all of its own when `range` is the whole list.
     fn launch(&self, group: &Group, range: Range<usize>, stream: &CudaStream) -> Result<()> {
         let all = range.start == 0 && range.end == group.work.len() / 2;
-        self.launch_one(
-            &group.function,
-            &group.work,
-            range,
-            group.kernel.threads,
-            group.kernel.dyn_smem,
-            &group.prm,
-            stream,
-        )?;
+        if group.kernel.first_kernel {
+            self.launch_one(
+                &group.function,
+                &group.work,
+                range,
+                group.kernel.threads,
+                group.kernel.dyn_smem,
+                &group.prm,
+                stream,
+            )?;
+        }
         if let Some((f, work)) = &group.expand {
             debug_assert!(all, "string kernels run over all chunks at once");
             self.launch_one(

@@ -405,6 +405,20 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 "  const u32 zf_dsh{k} = 0u;\n  if (zf_sb{k}) for (u32 q = threadIdx.x; q < zf_nb{k}; q += ZF_THREADS) zf_sdict[q] = zf_n{bytes}(e, q);\n"
             )
         };
+        if let Some(length) = self.fixed_length(0) {
+            // Entries of one length: entry c at c * L. The expansion reads no offsets, so it
+            // runs without the first kernel.
+            self.expand.push_str(&format!(
+                r#"  // node {k}: dictionary of entries of one length: its bytes, to shared memory
+  // when they fit
+  const u32 zf_m{k} = (u32)e.prm[{b}];
+  const u32 zf_nb{k} = (u32)e.prm[{nb}];
+  const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
+{copy}#define zf_dok{k} ((u64)zf_m{k} * ({length}) == (u64)zf_nb{k})
+"#
+            ));
+            return Ok(());
+        }
         self.expand.push_str(&format!(
             r#"  // node {k}: dictionary: entry offsets (from the first kernel) and bytes, to shared
   // memory when they fit
@@ -866,7 +880,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 
     /// The length of every entry of `strdict` root `k`'s dictionary, as an expression, when
     /// the shape fixes them all to one: lengths `constant`, or `for` over `bitpack(0)`.
-    fn fixed_length(&self, k: usize) -> Option<String> {
+    pub(super) fn fixed_length(&self, k: usize) -> Option<String> {
         let n = &self.nodes[k];
         if n.op != Op::StrDict {
             return None;
@@ -936,15 +950,22 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         const u32 wn = min(wrows, r1 - w0);
         const u64 g0 = at + (u64)w0 * L, g1 = g0 + (u64)wn * L;
         u8* const st = zf_stage + ((u32)g0 & 15u);
-        {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
-          if (c < zf_m{d}) {{
-            const u8* const src = zf_sdict + zf_dsh{d} + c * L;
-            u8* const dst = st + i * L;
-            for (u32 x = 0u; x < L; ++x) dst[x] = src[x];
-          }} else {{
-            atomicOr(e.err, ZF_ERR_DICT);
-          }}
-        }});
+        if (L == 1u) {{
+          // One byte a row (flags): one load and one store.
+          {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
+            if (c < zf_m{d}) st[i] = zf_sdict[zf_dsh{d} + c]; else atomicOr(e.err, ZF_ERR_DICT);
+          }});
+        }} else {{
+          {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
+            if (c < zf_m{d}) {{
+              const u8* const src = zf_sdict + zf_dsh{d} + c * L;
+              u8* const dst = st + i * L;
+              for (u32 x = 0u; x < L; ++x) dst[x] = src[x];
+            }} else {{
+              atomicOr(e.err, ZF_ERR_DICT);
+            }}
+          }});
+        }}
         __syncthreads();
         zf_store_stage(out, g0, g1);
         __syncthreads();
