@@ -1,7 +1,8 @@
 //! Words: a byte stream cut into tokens (a word with its trailing punctuation and one space
-//! or line break, a run of line breaks, a run of one other byte), each token replaced by its
-//! rank in a dictionary sorted by frequency, so frequent tokens get small codes that an
-//! entropy stage (`ans`) codes in few bits.
+//! or line break, a run of line breaks, a run of one other byte), frequent neighbours joined
+//! into one token (`it was `) while the dictionary keeps its code width and stays small, each
+//! token replaced by its rank in a dictionary sorted by frequency, so frequent tokens get small
+//! codes that an entropy stage (`ans`) codes in few bits.
 //!
 //! Node for a u8 stream: no buffers, no meta; child 0 = the codes as u32 (default `ans`),
 //! child 1 = the dictionary as byte strings, most frequent first (default `plain`). The node's
@@ -79,41 +80,149 @@ fn token_len(s: &[u8]) -> usize {
     n
 }
 
-/// Builds the frequency-ranked dictionary of the tokens of one or more byte slices.
+/// Dictionary bytes up to which merged tokens may grow a dictionary: a `words` dictionary this
+/// small stays in a GPU block's shared memory (`zipflow-cuda`'s string kernels).
+pub const MERGED_DICT_BYTES: usize = 24 * 1024 - 4;
+
+/// Cuts byte slices into tokens, merges frequent neighbours, and builds the frequency-ranked
+/// dictionary.
 #[derive(Default)]
 struct Tokenizer<'a> {
-    index: FxHashMap<&'a [u8], u32>,
+    /// Each slice pushed, with the end of its tokens in `ends`.
+    pieces: Vec<(&'a [u8], usize)>,
+    /// Each token's end in its slice.
+    ends: Vec<usize>,
+}
+
+/// Distinct tokens (with their counts) in order of first appearance, and one code per token.
+struct Interned<'a> {
     distinct: Vec<(&'a [u8], u64)>,
     codes: Vec<u32>,
 }
 
 impl<'a> Tokenizer<'a> {
-    /// Cuts `data` into tokens; returns how many.
-    fn push(&mut self, data: &'a [u8]) -> usize {
-        let before = self.codes.len();
+    /// Cuts `data` into tokens.
+    fn push(&mut self, data: &'a [u8]) {
         let mut pos = 0;
         while pos < data.len() {
-            let n = token_len(&data[pos..]);
-            let t = &data[pos..pos + n];
-            let next = self.distinct.len() as u32;
-            let code = *self.index.entry(t).or_insert(next);
-            if code == next {
-                self.distinct.push((t, 0));
-            }
-            self.distinct[code as usize].1 += 1;
-            self.codes.push(code);
-            pos += n;
+            pos += token_len(&data[pos..]);
+            self.ends.push(pos);
         }
-        self.codes.len() - before
+        self.pieces.push((data, self.ends.len()));
     }
 
-    /// The dictionary (most frequent first, ties in byte order) and one code per token.
-    fn finish(self) -> (ByteStrings, Vec<u32>) {
-        let Tokenizer {
+    /// Each slice, its first token and its tokens' ends.
+    fn each_piece(&self) -> impl Iterator<Item = (&'a [u8], usize, &[usize])> + '_ {
+        let mut first = 0;
+        self.pieces.iter().map(move |&(data, end)| {
+            let t0 = first;
+            first = end;
+            (data, t0, &self.ends[t0..end])
+        })
+    }
+
+    fn intern(&self) -> Interned<'a> {
+        let mut index: FxHashMap<&'a [u8], u32> = FxHashMap::default();
+        let mut distinct: Vec<(&'a [u8], u64)> = Vec::new();
+        let mut codes = Vec::with_capacity(self.ends.len());
+        for (data, _, ends) in self.each_piece() {
+            let mut start = 0;
+            for &end in ends {
+                let t = &data[start..end];
+                let next = distinct.len() as u32;
+                let code = *index.entry(t).or_insert(next);
+                if code == next {
+                    distinct.push((t, 0));
+                }
+                distinct[code as usize].1 += 1;
+                codes.push(code);
+                start = end;
+            }
+        }
+        Interned { distinct, codes }
+    }
+
+    /// Joins frequent pairs of neighbouring tokens (within a slice) into one token, as long as
+    /// the dictionary keeps its code width and stays within [`MERGED_DICT_BYTES`] (or its
+    /// size before): fewer, longer tokens are fewer codes to store and to expand. Returns
+    /// whether any pair was joined.
+    fn merge_pairs(&mut self, t: &Interned<'a>) -> bool {
+        let n = t.distinct.len();
+        let bytes: usize = t.distinct.iter().map(|(s, _)| s.len()).sum();
+        let mut room = n.next_power_of_two() - n;
+        let mut byte_room = MERGED_DICT_BYTES.saturating_sub(bytes);
+        if room == 0 || byte_room == 0 {
+            return false;
+        }
+        let len = |c: u32| t.distinct[c as usize].0.len();
+        let mut pairs: FxHashMap<u64, u32> = FxHashMap::default();
+        for (_, t0, ends) in self.each_piece() {
+            for i in t0..t0 + ends.len().saturating_sub(1) {
+                let (a, b) = (t.codes[i], t.codes[i + 1]);
+                if len(a) + len(b) <= SLOT {
+                    *pairs.entry(u64::from(a) << 32 | u64::from(b)).or_default() += 1;
+                }
+            }
+        }
+        // A joined pair pays when the codes it saves outweigh its dictionary entry.
+        let bits = u64::from(n.next_power_of_two().trailing_zeros().max(1));
+        let pays = |key: u64, count: u32| {
+            let l = (len((key >> 32) as u32) + len(key as u32)) as u64;
+            u64::from(count) * bits > 8 * l + 32
+        };
+        let mut best: Vec<(u32, u64)> = pairs
+            .into_iter()
+            .filter(|&(k, c)| pays(k, c))
+            .map(|(k, c)| (c, k))
+            .collect();
+        best.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        let mut chosen: FxHashMap<u64, ()> = FxHashMap::default();
+        for (_, k) in best {
+            let l = len((k >> 32) as u32) + len(k as u32);
+            if room == 0 || byte_room < l {
+                continue;
+            }
+            chosen.insert(k, ());
+            room -= 1;
+            byte_room -= l;
+            if room == 0 {
+                break;
+            }
+        }
+        if chosen.is_empty() {
+            return false;
+        }
+        // Left to right, a chosen pair becomes one token.
+        let mut ends = Vec::with_capacity(self.ends.len());
+        let mut pieces = Vec::with_capacity(self.pieces.len());
+        for (data, t0, old) in self.each_piece() {
+            let mut i = 0;
+            while i < old.len() {
+                let pair = i + 1 < old.len()
+                    && chosen.contains_key(
+                        &(u64::from(t.codes[t0 + i]) << 32 | u64::from(t.codes[t0 + i + 1])),
+                    );
+                i += if pair { 2 } else { 1 };
+                ends.push(old[i - 1]);
+            }
+            pieces.push((data, ends.len()));
+        }
+        self.ends = ends;
+        self.pieces = pieces;
+        true
+    }
+
+    /// The dictionary (most frequent first, ties in byte order), one code per token, and the
+    /// number of tokens of each slice pushed.
+    fn finish(mut self) -> Result<(ByteStrings, Vec<u32>, Vec<u32>)> {
+        let mut t = self.intern();
+        if self.merge_pairs(&t) {
+            t = self.intern();
+        }
+        let Interned {
             distinct,
             mut codes,
-            ..
-        } = self;
+        } = t;
         let mut order: Vec<u32> = (0..distinct.len() as u32).collect();
         order.sort_unstable_by(|&a, &b| {
             let (ta, ca) = distinct[a as usize];
@@ -122,7 +231,12 @@ impl<'a> Tokenizer<'a> {
         });
         let tokens: Vec<&[u8]> = distinct.iter().map(|&(t, _)| t).collect();
         let dict = crate::strdict::renumber(&tokens, &order, &mut codes);
-        (dict, codes)
+        let counts = self
+            .each_piece()
+            .map(|(_, _, e)| u32::try_from(e.len()))
+            .collect::<std::result::Result<Vec<u32>, _>>()
+            .map_err(|_| Error::invalid("string of 2^32 tokens"))?;
+        Ok((dict, codes, counts))
     }
 }
 
@@ -131,20 +245,18 @@ impl<'a> Tokenizer<'a> {
 pub fn tokenize(data: &[u8]) -> Result<(ByteStrings, Vec<u32>)> {
     let mut t = Tokenizer::default();
     t.push(data);
-    Ok(t.finish())
+    let (dict, codes, _) = t.finish()?;
+    Ok((dict, codes))
 }
 
 /// Cuts every string of `strings` into tokens apart: the dictionary, one code per token, and
 /// the number of tokens of each string.
 pub fn tokenize_strings(strings: &ByteStrings) -> Result<(ByteStrings, Vec<u32>, Vec<u32>)> {
     let mut t = Tokenizer::default();
-    let mut counts = Vec::with_capacity(strings.len());
     for w in strings.offsets.windows(2) {
-        let n = t.push(&strings.data[w[0] as usize..w[1] as usize]);
-        counts.push(u32::try_from(n).map_err(|_| Error::invalid("string of 2^32 tokens"))?);
+        t.push(&strings.data[w[0] as usize..w[1] as usize]);
     }
-    let (dict, codes) = t.finish();
-    Ok((dict, codes, counts))
+    t.finish()
 }
 
 impl Encoding for Words {
@@ -743,6 +855,41 @@ mod tests {
             b.offsets.push(b.data.len() as u64);
         }
         Values::Bytes(b)
+    }
+
+    #[test]
+    fn frequent_neighbours_join_within_the_budgets() -> Result<()> {
+        let mut r = random(5);
+        let mut text = Vec::new();
+        while text.len() < 200_000 {
+            let w = ["it was ", "the best ", "of times, ", "the worst "][(r() % 4) as usize];
+            text.extend_from_slice(w.as_bytes());
+            text.extend_from_slice(format!("w{} ", r() % 300).as_bytes());
+        }
+        let (dict, codes) = tokenize(&text)?;
+        let base = text.split(|&b| b == b' ').count() - 1;
+        assert!(
+            codes.len() < base * 3 / 4,
+            "{} codes for {base} words",
+            codes.len()
+        );
+        // The code width stays (300 + 4 words: 9 bits) and so does the byte budget.
+        assert!(dict.len() <= 512, "{} entries", dict.len());
+        assert!(dict.data.len() <= MERGED_DICT_BYTES);
+        assert!((0..dict.len()).any(|i| dict.get(i) == Some(&b"it was "[..])));
+        let mut out = Vec::new();
+        expand(&codes, &dict, text.len(), &mut out)?;
+        assert_eq!(out, text);
+
+        // Neighbours in different strings never join, however frequent.
+        let pairs: Vec<&str> = (0..4000).map(|i| ["ab ", "cd "][i % 2]).collect();
+        let (dict, codes, counts) = tokenize_strings(match &strings(&pairs) {
+            Values::Bytes(b) => b,
+            _ => unreachable!(),
+        })?;
+        assert_eq!((dict.len(), codes.len()), (2, 4000));
+        assert!(counts.iter().all(|&c| c == 1));
+        Ok(())
     }
 
     #[test]
