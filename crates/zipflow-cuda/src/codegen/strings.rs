@@ -52,6 +52,9 @@ pub const TILE_TOKENS: u32 = 2048;
 pub const DICT_OFFSETS: u32 = 4096;
 /// Bytes of a `words` dictionary kept in shared memory (a `strdict`'s: a quarter).
 pub const DICT_BYTES: u32 = 24 * 1024;
+// A `words` dictionary that the encoder grew by joining tokens still fits (the expansion
+// needs 4 bytes of slack).
+const _: () = assert!(zipflow_encodings::words::MERGED_DICT_BYTES + 4 <= DICT_BYTES as usize);
 /// Codes of a `words` segment staged in shared memory at once, with the dictionary and the
 /// counts (a `strdict` or `plain` segment stages its [`SEGMENT_ROWS`] codes or lengths); a
 /// segment with more tokens stages them a tile at a time.
