@@ -963,14 +963,17 @@ impl Filler<'_> {
         let width = node.ptype.byte_width();
         self.prm[b] = node.len as u64;
         if let Some(s) = slots.scratch {
-            self.prm[s] = *self.scratch as u64;
-            // A string dictionary's scratch holds its `len + 1` entry offsets.
+            // 16-byte aligned: a string dictionary's scratch is read 16 bytes at a time.
+            let at = self.scratch.next_multiple_of(16);
+            self.prm[s] = at as u64;
+            // A string dictionary's scratch holds its `len + 1` entry offsets, then the same
+            // number of packed entries, each list padded to 16 bytes.
             let bytes = if node.ptype == PType::Bytes {
-                (node.len + 1) * 4
+                2 * ((node.len + 1) * 4).next_multiple_of(16)
             } else {
                 node.len * width
             };
-            *self.scratch = (*self.scratch + bytes).next_multiple_of(8);
+            *self.scratch = (at + bytes).next_multiple_of(8);
         }
         let same_len = |c: &NodeView<'_>, what: &str| -> Result<()> {
             if c.len != node.len {

@@ -7,13 +7,14 @@
 //!   host staged after the tree.
 //! - Byte strings take two kernels. The first (`zf_decode`, one block per chunk) runs every
 //!   numeric stage, computes the string dictionary's entry offsets (an exclusive sum of their
-//!   lengths) into the chunk's scratch region, and writes the chunk's *segment table*: for
+//!   lengths) into the chunk's scratch region, each entry's offset and length packed in one
+//!   word after them, and writes the chunk's *segment table*: for
 //!   every [`SEGMENT_ROWS`] rows, the first token and the first byte of their strings (a warp
 //!   sums one segment's tokens at a time, a block-wide sum places them, then the same for
 //!   their bytes, so the segments need no barriers between them). The
 //!   second ([`EXPAND_NAME`], one block per segment) expands its rows independently of the
-//!   others: it copies the dictionary to shared memory (each entry's offset and length packed
-//!   in one word, so a token's lookup is one load), finds each row's first token (a
+//!   others: it copies the packed entries and the dictionary's bytes to shared memory 16
+//!   bytes at a time (a token's lookup is then one load), finds each row's first token (a
 //!   `words` root's counts, one block-wide sum), and walks the segment's tokens in tiles of
 //!   [`TILE_TOKENS`]. In a tile each thread takes consecutive tokens, so its bytes are one
 //!   contiguous run: a block-wide sum of the tokens' lengths places them, the bytes are
@@ -364,6 +365,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   const u32 zf_m{k} = (u32)e.prm[{b}];
   const u32 zf_nb{k} = (u32)e.prm[{nb}];
   u32* const zf_goff{k} = (u32*)(e.scratch + e.prm[{scratch}]);
+  u32* const zf_gpk{k} = zf_goff{k} + ((zf_m{k} + 4u) & ~3u);
   const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
   {{
     u64 carry = 0ull;
@@ -375,14 +377,14 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       if (i < zf_m{k}) {{
         const u32 v = (u32)min(s, (u64)0xffffffffu);
         zf_goff{k}[i] = v;
-        if (zf_m{k} < ZF_STR_OFFS) zf_soff[i] = zf_pack(s, l);
+        if (zf_m{k} < ZF_STR_OFFS) zf_soff[i] = zf_gpk{k}[i] = zf_pack(s, l);
       }}
       carry += tot;
     }}
     if (threadIdx.x == 0u) {{
       const u32 v = (u32)min(carry, (u64)0xffffffffu);
       zf_goff{k}[zf_m{k}] = v;
-      if (zf_m{k} < ZF_STR_OFFS) zf_soff[zf_m{k}] = v;
+      if (zf_m{k} < ZF_STR_OFFS) zf_soff[zf_m{k}] = zf_gpk{k}[zf_m{k}] = v;
       if (carry != (u64)zf_nb{k}) atomicOr(e.err, ZF_ERR_STR);
     }}
     __syncthreads();
@@ -390,16 +392,17 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   const bool zf_dok{k} = zf_doff{k}[zf_m{k}] == zf_nb{k};
 "#
         ));
-        // Byte q of the dictionary is at `zf_sdict[zf_dsh + q]`: a plain child is copied a
-        // word at a time from the word holding its first byte.
+        // Byte q of the dictionary is at `zf_sdict[zf_dsh + q]`: a plain child is copied 16
+        // bytes at a time from the 16 holding its first byte, its last bytes a word at a time.
         let copy = if self.nodes[bytes].op == Op::Plain {
             let off = self.nodes[bytes].base + 1;
             format!(
-                r#"  const u32 zf_dsh{k} = (u32)e.prm[{off}] & 3u;
+                r#"  const u32 zf_dsh{k} = (u32)e.prm[{off}] & 15u;
   if (zf_sb{k}) {{
-    const u32* src = (const u32*)(e.in + (e.prm[{off}] & ~3ull));
-    const u32 nw = (zf_dsh{k} + zf_nb{k} + 3u) >> 2;
-    for (u32 i = threadIdx.x; i < nw; i += ZF_THREADS) ((u32*)zf_sdict)[i] = __ldg(src + i);
+    const u32* src = (const u32*)(e.in + (e.prm[{off}] & ~15ull));
+    const u32 end = zf_dsh{k} + zf_nb{k}, nq = end >> 4;
+    for (u32 i = threadIdx.x; i < nq; i += ZF_THREADS) ((uint4*)zf_sdict)[i] = __ldg((const uint4*)src + i);
+    for (u32 i = 4u * nq + threadIdx.x; i < (end + 3u) >> 2; i += ZF_THREADS) ((u32*)zf_sdict)[i] = __ldg(src + i);
   }}
 "#
             )
@@ -431,10 +434,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
   const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
   if (zf_m{k} < ZF_STR_OFFS) {{
-    for (u32 i = threadIdx.x; i <= zf_m{k}; i += ZF_THREADS) {{
-      const u32 a = zf_goff{k}[i];
-      zf_soff[i] = i < zf_m{k} ? zf_pack(a, zf_goff{k}[i + 1u] - a) : a;
-    }}
+    // The packed entries the first kernel wrote after the offsets, 16 bytes at a time.
+    const uint4* const pk = (const uint4*)(zf_goff{k} + ((zf_m{k} + 4u) & ~3u));
+    for (u32 i = threadIdx.x; i < (zf_m{k} + 4u) >> 2; i += ZF_THREADS) ((uint4*)zf_soff)[i] = pk[i];
   }}
 {copy}  // Read after the root's first barrier.
 #define zf_dok{k} (zf_doff{k}[zf_m{k}] == zf_nb{k})
