@@ -673,27 +673,41 @@ impl<'g> ColumnDecoder<'g> {
             streams[0]
                 .join(&streams[1])
                 .map_err(cuda("ordering streams"))?;
-            for g in &self.groups {
-                if g.kernel.kind == KernelKind::Chunk {
-                    self.launch(g, 0..g.work.len() / 2, &streams[0])?;
-                }
-            }
+            let chunk = self
+                .groups
+                .iter()
+                .filter(|g| g.kernel.kind == KernelKind::Chunk);
+            self.launch_alternating(chunk, &streams)?;
         }
         self.uploaded = true;
         Ok(())
     }
 
-    /// Runs the kernels on bytes already on the device, all on one stream (the first call
-    /// uploads them, as [`ColumnDecoder::upload_and_decode`] does).
+    /// Runs the kernels on bytes already on the device, the groups of plan shapes alternating
+    /// between two streams (the first call uploads them, as
+    /// [`ColumnDecoder::upload_and_decode`] does). [`ColumnDecoder::finish`] waits for both.
     pub fn decode_resident(&mut self) -> Result<()> {
         if !self.uploaded {
             return self.upload_and_decode();
         }
-        let stream = self.gpu.streams[0].clone();
-        self.reset_error(&stream)?;
-        for g in &self.groups {
-            let n = g.work.len() / 2;
-            self.launch(g, 0..n, &stream)?;
+        let streams = self.gpu.streams.clone();
+        self.reset_error(&streams[0])?;
+        self.launch_alternating(self.groups.iter(), &streams)
+    }
+
+    /// Launches `groups` over all their chunks, the first on the first stream, the next on
+    /// the second, and so on (both after the first stream's work so far), so that a small
+    /// group's kernels, which leave most of the GPU idle, run beside a larger group's.
+    fn launch_alternating<'a>(
+        &self,
+        groups: impl Iterator<Item = &'a Group>,
+        streams: &[Arc<CudaStream>],
+    ) -> Result<()> {
+        streams[1]
+            .join(&streams[0])
+            .map_err(cuda("ordering streams"))?;
+        for (i, g) in groups.enumerate() {
+            self.launch(g, 0..g.work.len() / 2, &streams[i % 2])?;
         }
         Ok(())
     }
