@@ -143,31 +143,34 @@ impl<'a> Tokenizer<'a> {
     }
 
     /// Joins frequent pairs of neighbouring tokens (within a slice) into one token, as long as
-    /// the dictionary keeps its code width and stays within [`MERGED_DICT_BYTES`] (or its
-    /// size before): fewer, longer tokens are fewer codes to store and to expand. Returns
-    /// whether any pair was joined.
-    fn merge_pairs(&mut self, t: &Interned<'a>) -> bool {
+    /// the dictionary keeps its code width and stays within [`MERGED_DICT_BYTES`]: fewer,
+    /// longer tokens are fewer codes to store and to expand. A joined token is new to the
+    /// dictionary (a token's end depends only on its own bytes and the one after it, so the
+    /// same bytes never cut as one token), and entries no token uses any more keep a count of
+    /// zero.
+    fn merge_pairs(&mut self, t: &mut Interned<'a>) {
         let n = t.distinct.len();
         let bytes: usize = t.distinct.iter().map(|(s, _)| s.len()).sum();
         let mut room = n.next_power_of_two() - n;
         let mut byte_room = MERGED_DICT_BYTES.saturating_sub(bytes);
         if room == 0 || byte_room == 0 {
-            return false;
+            return;
         }
         let len = |c: u32| t.distinct[c as usize].0.len();
+        let key = |a: u32, b: u32| u64::from(a) << 32 | u64::from(b);
         let mut pairs: FxHashMap<u64, u32> = FxHashMap::default();
         for (_, t0, ends) in self.each_piece() {
             for i in t0..t0 + ends.len().saturating_sub(1) {
                 let (a, b) = (t.codes[i], t.codes[i + 1]);
                 if len(a) + len(b) <= SLOT {
-                    *pairs.entry(u64::from(a) << 32 | u64::from(b)).or_default() += 1;
+                    *pairs.entry(key(a, b)).or_default() += 1;
                 }
             }
         }
         // A joined pair pays when the codes it saves outweigh its dictionary entry.
         let bits = u64::from(n.next_power_of_two().trailing_zeros().max(1));
-        let pays = |key: u64, count: u32| {
-            let l = (len((key >> 32) as u32) + len(key as u32)) as u64;
+        let pays = |k: u64, count: u32| {
+            let l = (len((k >> 32) as u32) + len(k as u32)) as u64;
             u64::from(count) * bits > 8 * l + 32
         };
         let mut best: Vec<(u32, u64)> = pairs
@@ -176,54 +179,70 @@ impl<'a> Tokenizer<'a> {
             .map(|(k, c)| (c, k))
             .collect();
         best.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
-        let mut chosen: FxHashMap<u64, ()> = FxHashMap::default();
+        let mut chosen: FxHashMap<u64, u32> = FxHashMap::default();
         for (_, k) in best {
             let l = len((k >> 32) as u32) + len(k as u32);
-            if room == 0 || byte_room < l {
-                continue;
-            }
-            chosen.insert(k, ());
-            room -= 1;
-            byte_room -= l;
             if room == 0 {
                 break;
             }
+            if byte_room >= l {
+                chosen.insert(k, (n + chosen.len()) as u32);
+                room -= 1;
+                byte_room -= l;
+            }
         }
         if chosen.is_empty() {
-            return false;
+            return;
         }
-        // Left to right, a chosen pair becomes one token.
+        // Left to right, a chosen pair becomes one token; its bytes are those of its first
+        // place (a pair whose places all went to other pairs keeps a count of zero).
+        t.distinct
+            .extend(std::iter::repeat_n((&[][..], 0), chosen.len()));
+        for d in &mut t.distinct {
+            d.1 = 0;
+        }
+        let mut codes = Vec::with_capacity(t.codes.len());
         let mut ends = Vec::with_capacity(self.ends.len());
         let mut pieces = Vec::with_capacity(self.pieces.len());
         for (data, t0, old) in self.each_piece() {
-            let mut i = 0;
+            let (mut i, mut start) = (0, 0);
             while i < old.len() {
-                let pair = i + 1 < old.len()
-                    && chosen.contains_key(
-                        &(u64::from(t.codes[t0 + i]) << 32 | u64::from(t.codes[t0 + i + 1])),
-                    );
-                i += if pair { 2 } else { 1 };
-                ends.push(old[i - 1]);
+                let a = t.codes[t0 + i];
+                let joined = (i + 1 < old.len())
+                    .then(|| chosen.get(&key(a, t.codes[t0 + i + 1])).copied())
+                    .flatten();
+                let (code, step) = joined.map_or((a, 1), |c| (c, 2));
+                let end = old[i + step - 1];
+                let entry = &mut t.distinct[code as usize];
+                if entry.1 == 0 {
+                    entry.0 = &data[start..end];
+                }
+                entry.1 += 1;
+                codes.push(code);
+                ends.push(end);
+                start = end;
+                i += step;
             }
             pieces.push((data, ends.len()));
         }
+        t.codes = codes;
         self.ends = ends;
         self.pieces = pieces;
-        true
     }
 
     /// The dictionary (most frequent first, ties in byte order), one code per token, and the
     /// number of tokens of each slice pushed.
     fn finish(mut self) -> Result<(ByteStrings, Vec<u32>, Vec<u32>)> {
         let mut t = self.intern();
-        if self.merge_pairs(&t) {
-            t = self.intern();
-        }
+        self.merge_pairs(&mut t);
         let Interned {
             distinct,
             mut codes,
         } = t;
-        let mut order: Vec<u32> = (0..distinct.len() as u32).collect();
+        // Entries that joined pairs left unused are dropped.
+        let mut order: Vec<u32> = (0..distinct.len() as u32)
+            .filter(|&c| distinct[c as usize].1 > 0)
+            .collect();
         order.sort_unstable_by(|&a, &b| {
             let (ta, ca) = distinct[a as usize];
             let (tb, cb) = distinct[b as usize];
