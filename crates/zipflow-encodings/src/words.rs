@@ -158,17 +158,27 @@ impl<'a> Tokenizer<'a> {
         }
         let len = |c: u32| t.distinct[c as usize].0.len();
         let key = |a: u32, b: u32| u64::from(a) << 32 | u64::from(b);
+        // A joined pair pays when the codes it saves outweigh its dictionary entry (so it
+        // needs at least `least` places, and so do both of its tokens).
+        let bits = u64::from(n.next_power_of_two().trailing_zeros().max(1));
+        let least = (8 * 2 + 32) / bits;
+        let often: Vec<bool> = t.distinct.iter().map(|d| d.1 >= least).collect();
+        // Pairs are counted at every `step`-th place (about 64 Ki places), and their counts
+        // scaled back: the frequent pairs that matter show up all the same.
+        let step = (t.codes.len() / (64 << 10)).max(1);
         let mut pairs: FxHashMap<u64, u32> = FxHashMap::default();
         for (_, t0, ends) in self.each_piece() {
             for i in t0..t0 + ends.len().saturating_sub(1) {
                 let (a, b) = (t.codes[i], t.codes[i + 1]);
-                if len(a) + len(b) <= SLOT {
-                    *pairs.entry(key(a, b)).or_default() += 1;
+                if i % step == 0
+                    && often[a as usize]
+                    && often[b as usize]
+                    && len(a) + len(b) <= SLOT
+                {
+                    *pairs.entry(key(a, b)).or_default() += step as u32;
                 }
             }
         }
-        // A joined pair pays when the codes it saves outweigh its dictionary entry.
-        let bits = u64::from(n.next_power_of_two().trailing_zeros().max(1));
         let pays = |k: u64, count: u32| {
             let l = (len((k >> 32) as u32) + len(k as u32)) as u64;
             u64::from(count) * bits > 8 * l + 32
@@ -180,6 +190,8 @@ impl<'a> Tokenizer<'a> {
             .collect();
         best.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
         let mut chosen: FxHashMap<u64, u32> = FxHashMap::default();
+        // Whether a token begins a chosen pair: most places need no lookup.
+        let mut first = vec![false; n];
         for (_, k) in best {
             let l = len((k >> 32) as u32) + len(k as u32);
             if room == 0 {
@@ -187,6 +199,7 @@ impl<'a> Tokenizer<'a> {
             }
             if byte_room >= l {
                 chosen.insert(k, (n + chosen.len()) as u32);
+                first[(k >> 32) as usize] = true;
                 room -= 1;
                 byte_room -= l;
             }
@@ -208,7 +221,7 @@ impl<'a> Tokenizer<'a> {
             let (mut i, mut start) = (0, 0);
             while i < old.len() {
                 let a = t.codes[t0 + i];
-                let joined = (i + 1 < old.len())
+                let joined = (i + 1 < old.len() && first[a as usize])
                     .then(|| chosen.get(&key(a, t.codes[t0 + i + 1])).copied())
                     .flatten();
                 let (code, step) = joined.map_or((a, 1), |c| (c, 2));
