@@ -142,17 +142,26 @@ impl<'a> Tokenizer<'a> {
         Interned { distinct, codes }
     }
 
-    /// Joins frequent pairs of neighbouring tokens (within a slice) into one token, as long as
-    /// the dictionary keeps its code width and stays within [`MERGED_DICT_BYTES`]: fewer,
-    /// longer tokens are fewer codes to store and to expand. A joined token is new to the
+    /// Joins frequent pairs of neighbouring tokens (within a slice) into one token: fewer,
+    /// longer tokens are fewer codes to store and to expand. With fixed-width codes the
+    /// dictionary keeps its code width and stays within [`MERGED_DICT_BYTES`], and a pair pays
+    /// when the codes it saves outweigh its entry. With `entropy`-coded codes the dictionary
+    /// may double, and a pair pays when its places cost fewer bits as one token (at its own
+    /// frequency) than as two, by four times its entry. A joined token is new to the
     /// dictionary (a token's end depends only on its own bytes and the one after it, so the
     /// same bytes never cut as one token), and entries no token uses any more keep a count of
     /// zero.
-    fn merge_pairs(&mut self, t: &mut Interned<'a>) {
+    fn merge_pairs(&mut self, t: &mut Interned<'a>, entropy: bool) {
         let n = t.distinct.len();
         let bytes: usize = t.distinct.iter().map(|(s, _)| s.len()).sum();
-        let mut room = n.next_power_of_two() - n;
-        let mut byte_room = MERGED_DICT_BYTES.saturating_sub(bytes);
+        let (mut room, mut byte_room) = if entropy {
+            (n, bytes)
+        } else {
+            (
+                n.next_power_of_two() - n,
+                MERGED_DICT_BYTES.saturating_sub(bytes),
+            )
+        };
         if room == 0 || byte_room == 0 {
             return;
         }
@@ -179,16 +188,31 @@ impl<'a> Tokenizer<'a> {
                 }
             }
         }
-        let pays = |k: u64, count: u32| {
-            let l = (len((k >> 32) as u32) + len(k as u32)) as u64;
-            u64::from(count) * bits > 8 * l + 32
+        // The bits a pair saves, less its entry's (its bytes and about two bytes of length
+        // and offset); each token costs `bits`, or with entropy coding log2(tokens / count).
+        let total = t.codes.len() as f64;
+        let cost = |count: f64| (total / count.max(1.0)).log2();
+        // With entropy coding the estimate leaves out that a joined token pushes others down
+        // the frequency ranking `ans` codes them by: only pairs that pay four times over are
+        // joined (on the Silesia texts this beats both 1 and 8).
+        let margin = if entropy { 4.0 } else { 1.0 };
+        let gain = |k: u64, count: u32| {
+            let (a, b) = ((k >> 32) as u32, k as u32);
+            let c = f64::from(count);
+            let saved = if entropy {
+                c * (cost(t.distinct[a as usize].1 as f64) + cost(t.distinct[b as usize].1 as f64)
+                    - cost(c))
+            } else {
+                c * bits as f64
+            };
+            saved - margin * (8 * (len(a) + len(b)) + 32) as f64
         };
-        let mut best: Vec<(u32, u64)> = pairs
+        let mut best: Vec<(f64, u64)> = pairs
             .into_iter()
-            .filter(|&(k, c)| pays(k, c))
-            .map(|(k, c)| (c, k))
+            .map(|(k, c)| (gain(k, c), k))
+            .filter(|&(g, _)| g > 0.0)
             .collect();
-        best.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        best.sort_unstable_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
         let mut chosen: FxHashMap<u64, u32> = FxHashMap::default();
         // Whether a token begins a chosen pair: most places need no lookup.
         let mut first = vec![false; n];
@@ -245,9 +269,9 @@ impl<'a> Tokenizer<'a> {
 
     /// The dictionary (most frequent first, ties in byte order), one code per token, and the
     /// number of tokens of each slice pushed.
-    fn finish(mut self) -> Result<(ByteStrings, Vec<u32>, Vec<u32>)> {
+    fn finish(mut self, entropy: bool) -> Result<(ByteStrings, Vec<u32>, Vec<u32>)> {
         let mut t = self.intern();
-        self.merge_pairs(&mut t);
+        self.merge_pairs(&mut t, entropy);
         let Interned {
             distinct,
             mut codes,
@@ -273,22 +297,26 @@ impl<'a> Tokenizer<'a> {
 }
 
 /// Cuts `data` into tokens and returns the dictionary (most frequent first, ties in byte
-/// order) and one code per token.
-pub fn tokenize(data: &[u8]) -> Result<(ByteStrings, Vec<u32>)> {
+/// order) and one code per token. `entropy`: the codes will be entropy coded (`ans`), not
+/// stored at a fixed width, which changes which neighbours are worth joining.
+pub fn tokenize(data: &[u8], entropy: bool) -> Result<(ByteStrings, Vec<u32>)> {
     let mut t = Tokenizer::default();
     t.push(data);
-    let (dict, codes, _) = t.finish()?;
+    let (dict, codes, _) = t.finish(entropy)?;
     Ok((dict, codes))
 }
 
 /// Cuts every string of `strings` into tokens apart: the dictionary, one code per token, and
-/// the number of tokens of each string.
-pub fn tokenize_strings(strings: &ByteStrings) -> Result<(ByteStrings, Vec<u32>, Vec<u32>)> {
+/// the number of tokens of each string (`entropy` as for [`tokenize`]).
+pub fn tokenize_strings(
+    strings: &ByteStrings,
+    entropy: bool,
+) -> Result<(ByteStrings, Vec<u32>, Vec<u32>)> {
     let mut t = Tokenizer::default();
     for w in strings.offsets.windows(2) {
         t.push(&strings.data[w[0] as usize..w[1] as usize]);
     }
-    t.finish()
+    t.finish(entropy)
 }
 
 impl Encoding for Words {
@@ -322,6 +350,8 @@ impl Encoding for Words {
     }
 
     fn encode(&self, plan: &Plan, input: &Values) -> Result<EncodedNode> {
+        // Codes left to `ans` (the default) cost bits by their frequency.
+        let entropy = plan.get("codes").is_none_or(|p| p.name == "ans");
         let (mut node, dict, codes, counts) = match input {
             Values::Int(IntVec::U8(data)) => {
                 if plan.get("counts").is_some() {
@@ -330,12 +360,12 @@ impl Encoding for Words {
                         "`counts` belongs to `words` over strings, not over a byte stream",
                     ));
                 }
-                let (dict, codes) = tokenize(data)?;
+                let (dict, codes) = tokenize(data, entropy)?;
                 let node = EncodedNode::new(ID, PType::U8, data.len())?;
                 (node, dict, codes, None)
             }
             Values::Bytes(strings) => {
-                let (dict, codes, counts) = tokenize_strings(strings)?;
+                let (dict, codes, counts) = tokenize_strings(strings, entropy)?;
                 let mut node = EncodedNode::new(ID, PType::Bytes, strings.len())?;
                 let total = strings.offsets.last().copied().unwrap_or(0)
                     - strings.offsets.first().copied().unwrap_or(0);
@@ -816,7 +846,7 @@ mod tests {
 
     #[test]
     fn tokens() -> Result<()> {
-        let (dict, codes) = tokenize(b"the cat, the hat...  \r\n\r\nend\r\n\n")?;
+        let (dict, codes) = tokenize(b"the cat, the hat...  \r\n\r\nend\r\n\n", true)?;
         let toks: Vec<&[u8]> = codes
             .iter()
             .map(|&c| dict.get(c as usize).unwrap_or(b"?"))
@@ -898,7 +928,7 @@ mod tests {
             text.extend_from_slice(w.as_bytes());
             text.extend_from_slice(format!("w{} ", r() % 300).as_bytes());
         }
-        let (dict, codes) = tokenize(&text)?;
+        let (dict, codes) = tokenize(&text, false)?;
         let base = text.split(|&b| b == b' ').count() - 1;
         assert!(
             codes.len() < base * 3 / 4,
@@ -912,13 +942,24 @@ mod tests {
         let mut out = Vec::new();
         expand(&codes, &dict, text.len(), &mut out)?;
         assert_eq!(out, text);
+        // With entropy-coded codes the same pair pays, and the dictionary at most doubles.
+        let (dict, codes) = tokenize(&text, true)?;
+        assert!(
+            codes.len() < base * 3 / 4,
+            "{} codes for {base} words",
+            codes.len()
+        );
+        assert!(dict.len() <= 2 * 307, "{} entries", dict.len());
+        assert!((0..dict.len()).any(|i| dict.get(i) == Some(&b"it was "[..])));
+        expand(&codes, &dict, text.len(), &mut out)?;
+        assert_eq!(out, text);
 
         // Neighbours in different strings never join, however frequent.
         let pairs: Vec<&str> = (0..4000).map(|i| ["ab ", "cd "][i % 2]).collect();
-        let (dict, codes, counts) = tokenize_strings(match &strings(&pairs) {
-            Values::Bytes(b) => b,
-            _ => unreachable!(),
-        })?;
+        let Values::Bytes(b) = strings(&pairs) else {
+            unreachable!()
+        };
+        let (dict, codes, counts) = tokenize_strings(&b, true)?;
         assert_eq!((dict.len(), codes.len()), (2, 4000));
         assert!(counts.iter().all(|&c| c == 1));
         Ok(())
@@ -965,10 +1006,13 @@ mod tests {
         }
         round_trip(&plan("words(dict: plain(bytes: fsst))"), &strings(&many))?;
         // Tokens stay inside their string: "ab" + "cd" is two tokens, not one.
-        let (dict, codes, counts) = tokenize_strings(&match strings(&["ab", "cd"]) {
-            Values::Bytes(b) => b,
-            _ => unreachable!(),
-        })?;
+        let (dict, codes, counts) = tokenize_strings(
+            &match strings(&["ab", "cd"]) {
+                Values::Bytes(b) => b,
+                _ => unreachable!(),
+            },
+            true,
+        )?;
         assert_eq!((dict.len(), codes.len(), counts), (2, 2, vec![1, 1]));
         Ok(())
     }
@@ -1054,7 +1098,7 @@ mod tests {
 
     #[test]
     fn bad_codes_and_lengths_are_errors() -> Result<()> {
-        let (dict, codes) = tokenize(b"one two three")?;
+        let (dict, codes) = tokenize(b"one two three", true)?;
         let mut out = Vec::new();
         expand(&codes, &dict, 13, &mut out)?;
         assert_eq!(out, b"one two three");
