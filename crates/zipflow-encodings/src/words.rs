@@ -80,8 +80,9 @@ fn token_len(s: &[u8]) -> usize {
     n
 }
 
-/// Dictionary bytes up to which merged tokens may grow a dictionary: a `words` dictionary this
-/// small stays in a GPU block's shared memory (`zipflow-cuda`'s string kernels).
+/// Dictionary bytes up to which joined tokens may grow a dictionary of fixed-width codes: a
+/// `words` dictionary this small stays in a GPU block's shared memory (`zipflow-cuda`'s string
+/// kernels).
 pub const MERGED_DICT_BYTES: usize = 24 * 1024 - 4;
 
 /// Cuts byte slices into tokens, merges frequent neighbours, and builds the frequency-ranked
@@ -167,8 +168,7 @@ impl<'a> Tokenizer<'a> {
         }
         let len = |c: u32| t.distinct[c as usize].0.len();
         let key = |a: u32, b: u32| u64::from(a) << 32 | u64::from(b);
-        // A joined pair pays when the codes it saves outweigh its dictionary entry (so it
-        // needs at least `least` places, and so do both of its tokens).
+        // A pair whose tokens have fewer than `least` places could not pay for its entry.
         let bits = u64::from(n.next_power_of_two().trailing_zeros().max(1));
         let least = (8 * 2 + 32) / bits;
         let often: Vec<bool> = t.distinct.iter().map(|d| d.1 >= least).collect();
@@ -196,8 +196,7 @@ impl<'a> Tokenizer<'a> {
         // the frequency ranking `ans` codes them by: only pairs that pay four times over are
         // joined (on the Silesia texts this beats both 1 and 8).
         let margin = if entropy { 4.0 } else { 1.0 };
-        let gain = |k: u64, count: u32| {
-            let (a, b) = ((k >> 32) as u32, k as u32);
+        let gain = |a: u32, b: u32, count: u32| {
             let c = f64::from(count);
             let saved = if entropy {
                 c * (cost(t.distinct[a as usize].1 as f64) + cost(t.distinct[b as usize].1 as f64)
@@ -207,23 +206,26 @@ impl<'a> Tokenizer<'a> {
             };
             saved - margin * (8 * (len(a) + len(b)) + 32) as f64
         };
-        let mut best: Vec<(f64, u64)> = pairs
+        let mut best: Vec<(f64, u32, u32)> = pairs
             .into_iter()
-            .map(|(k, c)| (gain(k, c), k))
-            .filter(|&(g, _)| g > 0.0)
+            .map(|(k, c)| {
+                let (a, b) = ((k >> 32) as u32, k as u32);
+                (gain(a, b, c), a, b)
+            })
+            .filter(|&(g, ..)| g > 0.0)
             .collect();
-        best.sort_unstable_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        best.sort_unstable_by(|x, y| y.0.total_cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
         let mut chosen: FxHashMap<u64, u32> = FxHashMap::default();
         // Whether a token begins a chosen pair: most places need no lookup.
         let mut first = vec![false; n];
-        for (_, k) in best {
-            let l = len((k >> 32) as u32) + len(k as u32);
+        for (_, a, b) in best {
+            let l = len(a) + len(b);
             if room == 0 {
                 break;
             }
             if byte_room >= l {
-                chosen.insert(k, (n + chosen.len()) as u32);
-                first[(k >> 32) as usize] = true;
+                chosen.insert(key(a, b), (n + chosen.len()) as u32);
+                first[a as usize] = true;
                 room -= 1;
                 byte_room -= l;
             }

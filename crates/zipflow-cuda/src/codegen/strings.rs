@@ -359,13 +359,16 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         let (lengths, bytes) = (n.children[0], n.children[1]);
         let scratch = n.scratch.map_or_else(|| "0".to_string(), |s| s.to_string());
         let (b, nb) = (n.base, self.nodes[bytes].base);
+        // The packed entries follow the `m + 1` offsets, padded to 16 bytes (the host sizes
+        // the scratch region so).
+        let packed = format!("zf_goff{k} + ((zf_m{k} + 4u) & ~3u)");
         self.stages.push_str(&format!(
             r#"  // node {k}: dictionary: entry offsets (exclusive sum of the lengths) to the chunk's
   // scratch region, and to shared memory when they fit
   const u32 zf_m{k} = (u32)e.prm[{b}];
   const u32 zf_nb{k} = (u32)e.prm[{nb}];
   u32* const zf_goff{k} = (u32*)(e.scratch + e.prm[{scratch}]);
-  u32* const zf_gpk{k} = zf_goff{k} + ((zf_m{k} + 4u) & ~3u);
+  u32* const zf_gpk{k} = {packed};
   const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
   {{
     u64 carry = 0ull;
@@ -435,7 +438,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
   if (zf_m{k} < ZF_STR_OFFS) {{
     // The packed entries the first kernel wrote after the offsets, 16 bytes at a time.
-    const uint4* const pk = (const uint4*)(zf_goff{k} + ((zf_m{k} + 4u) & ~3u));
+    const uint4* const pk = (const uint4*)({packed});
     for (u32 i = threadIdx.x; i < (zf_m{k} + 4u) >> 2; i += ZF_THREADS) ((uint4*)zf_soff)[i] = pk[i];
   }}
 {copy}  // Read after the root's first barrier.
