@@ -10,7 +10,12 @@
 //! - `patch` and `float2int` fill the buffer from their child, then scatter their exceptions
 //!   (positions are strictly increasing, so each block finds its own by binary search);
 //! - `delta` is a block-wide wrapping prefix sum over the chunk, carried from tile to tile;
-//! - `rle` scans the run lengths (block-wide exclusive sum) and expands each run;
+//! - `rle` scans the run lengths (block-wide exclusive sum) and expands each run, each warp
+//!   walking its share of a tile's positions 32 at a time (`zf_rle_walk`);
+//!
+//! `delta` and `rle` read their children four neighbouring values per thread (`zf_q<k>`):
+//! bit-packed, those are neighbouring lanes of one row, unpacked from one position
+//! computation (and for bytes from one 32-bit load).
 //! - `ans` decodes each block of its stream in one warp, a state per lane ([`strings`]).
 //!
 //! Byte-string roots (`strdict`, `words`, `plain` over strings) write Arrow-style output: the
@@ -441,7 +446,7 @@ typedef unsigned long long u64;
 typedef float f32;
 typedef double f64;
 #define ZF_NPRM @NPRM@
-// Consecutive values per thread in each step of a delta scan.
+// Consecutive values per thread in each step of a delta scan (four: read as one quad).
 #define ZF_DELTA_ITEMS 4u
 #define ZF_ERR_DICT 1
 #define ZF_ERR_RLE_ZERO 2
@@ -476,7 +481,40 @@ __device__ __forceinline__ A zf_unpack(const U* __restrict__ w, u32 W, u32 p) {
   return W == (u32)BITS ? x : (x & (((A)1 << W) - (A)1));
 }
 
-// Runs per thread of an rle tile, and runs per tile.
+// Values p .. p + 3 (p % 4 == 0) of the same stream: four neighbouring lanes of one row, so
+// the position arithmetic is done once and the four loads are of neighbouring words.
+template <typename U, typename A, int BITS>
+__device__ __forceinline__ void zf_unpack4(const U* __restrict__ w, u32 W, u32 p, A* x) {
+  if (W == 0u) {
+#pragma unroll
+    for (u32 i = 0u; i < 4u; ++i) x[i] = (A)0;
+    return;
+  }
+  const u32 LANES = 1024u / BITS;
+  const u32 q = p & 1023u, s = q >> 7, r = q & 127u;
+  const u32 lane = r % LANES, fl = (r / LANES) * (LANES / 16u);
+  const u32 o = ((fl & 1u) << 2) | (fl & 2u) | (fl >> 2);
+  const u32 bit = (o * 8u + s) * W, k = bit / BITS, sh = bit % BITS;
+  const U* lw = w + (u64)(p >> 10) * (LANES * W) + LANES * k + lane;
+  if (BITS == 8 && ((size_t)lw & 3u) == 0u) {
+    // Bytes: the four lanes are one 32-bit word, shifted and masked byte by byte.
+    const u32 rep = 0x01010101u;
+    u32 y = (__ldg((const u32*)lw) >> sh) & (rep * (0xffu >> sh));
+    if (sh + W > 8u) y |= (__ldg((const u32*)(lw + LANES)) << (8u - sh)) & (rep * ((0xffu << (8u - sh)) & 0xffu));
+    y &= rep * ((1u << W) - 1u);
+#pragma unroll
+    for (u32 i = 0u; i < 4u; ++i) x[i] = (A)((y >> (8u * i)) & 0xffu);
+    return;
+  }
+#pragma unroll
+  for (u32 i = 0u; i < 4u; ++i) {
+    A y = (A)__ldg(lw + i) >> sh;
+    if (sh + W > (u32)BITS) y |= (A)__ldg(lw + LANES + i) << (BITS - sh);
+    x[i] = W == (u32)BITS ? y : (y & (((A)1 << W) - (A)1));
+  }
+}
+
+// Runs per thread of an rle tile (four: read as one quad), and runs per tile.
 #define ZF_RLE_ITEMS 4u
 #define ZF_RLE_TILE (ZF_RLE_ITEMS * ZF_THREADS)
 
@@ -490,8 +528,43 @@ __device__ __forceinline__ u32 zf_run_of(const u32* rs, u32 q) {
   return j;
 }
 
-// Output positions of an rle tile per thread and step: their searches are independent.
-#define ZF_RLE_OUT 4u
+// A warp's OR of x (Ampere and later in one instruction).
+__device__ __forceinline__ u32 zf_warp_or(u32 x) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_or_sync(0xffffffffu, x);
+#else
+#pragma unroll
+  for (u32 d = 16u; d > 0u; d >>= 1) x |= __shfl_xor_sync(0xffffffffu, x, d);
+  return x;
+#endif
+}
+
+// Calls f(q, j) for every output position q of an rle tile, [lo, hi), with j its run (the
+// last j with rs[j] <= q, below ZF_RLE_TILE). Each warp takes an equal share of the
+// positions, 32 consecutive ones a step, so its stores coalesce. Only its first position
+// is searched for; after that a step's runs follow from the last: the runs starting within
+// the step are among the 32 after the run of the step's last position before, so each lane
+// tests one run start, and a lane's run is that base plus the starts at or before it.
+template <typename F>
+__device__ __forceinline__ void zf_rle_walk(const u32* rs, u32 lo, u32 hi, F f) {
+  const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nw = ZF_THREADS / 32u;
+  const u32 per = (u32)((((u64)(hi - lo) + nw - 1u) / nw + 31u) & ~31ull);
+  const u64 a64 = (u64)lo + (u64)warp * per;
+  if (a64 >= hi) return;
+  const u32 a = (u32)a64, z = (u32)min(a64 + per, (u64)hi);
+  u32 jb = zf_run_of(rs, a);
+  for (u32 qw = a; qw < z; qw += 32u) {
+    const u32 m = jb + 1u + lane;
+    const u32 s = m <= ZF_RLE_TILE ? rs[m] : 0xffffffffu;
+    // Starts at or before the step's first position, then one bit per start after it.
+    const u32 le = __popc(__ballot_sync(0xffffffffu, s <= qw));
+    const u32 d = s - qw;
+    const u32 bits = zf_warp_or(d - 1u < 31u ? 1u << d : 0u);
+    const u32 j = min(jb + le + __popc(bits & (0xffffffffu >> (31u - lane))), ZF_RLE_TILE - 1u);
+    if (qw + lane < z) f(qw + lane, j);
+    jb = __shfl_sync(0xffffffffu, j, 31);
+  }
+}
 
 // First index in the sorted a[0..n) whose value is >= x.
 __device__ __forceinline__ u32 zf_lower_bound(const u32* a, u32 n, u32 x) {
@@ -552,6 +625,7 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         expand: String::new(),
         expand_smem: 0,
         staged: Vec::new(),
+        quads: Vec::new(),
     };
     let key = shape.key();
     g.src.push_str(
@@ -1059,6 +1133,23 @@ fn radix_body(n: &NodeSlots, t: &str) -> Result<String> {
     ))
 }
 
+/// Code that sets `dst[0..4]` to values `p .. p + 3` of node `c` (of C type `ct`, `p % 4 ==
+/// 0`) cast to `cast`, or 0 at and past `lim`; `zf_q<c>` must be emitted.
+fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> String {
+    format!(
+        r#"    if ({p} + 3u < {lim}) {{
+      {ct} zq[4];
+      zf_q{c}(e, {p}, zq);
+#pragma unroll
+      for (u32 i = 0u; i < 4u; ++i) {dst}[i] = ({cast})zq[i];
+    }} else {{
+#pragma unroll
+      for (u32 i = 0u; i < 4u; ++i) {dst}[i] = {p} + i < {lim} ? ({cast})zf_n{c}(e, {p} + i) : ({cast})0;
+    }}
+"#
+    )
+}
+
 /// The shared part of the `rle` stages: `load` reads the first tile's runs ahead (and declares
 /// `nruns`, `carry`); `place` (in the loop over tiles starting at `r0`) sums the tile's
 /// lengths, checks them, writes the run starts to `rs` (`ZF_RLE_TILE + 1` entries, the last
@@ -1068,24 +1159,19 @@ fn radix_body(n: &NodeSlots, t: &str) -> Result<String> {
 /// (`dcarry` plus the exclusive sum), `dtot` the tile's total.
 fn rle_tiles(
     t: &str,
-    values: usize,
-    runs: usize,
+    loads: impl Fn(&str) -> String,
     vlen: usize,
     delta: Option<&str>,
 ) -> (String, String) {
+    let first = loads("threadIdx.x * ZF_RLE_ITEMS");
+    let next = loads("r0 + ZF_RLE_TILE + threadIdx.x * ZF_RLE_ITEMS");
     let load = format!(
         r#"    const u32 nruns = (u32)e.prm[{vlen}];
     u64 carry = 0ull;
     // Each thread's ZF_RLE_ITEMS consecutive runs of the next tile, loaded a tile ahead.
     u32 nl[ZF_RLE_ITEMS];
     {t} nv[ZF_RLE_ITEMS];
-#pragma unroll
-    for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{
-      const u32 r = threadIdx.x * ZF_RLE_ITEMS + i;
-      nl[i] = r < nruns ? (u32)zf_n{runs}(e, r) : 0u;
-      nv[i] = r < nruns ? zf_n{values}(e, r) : ({t})0;
-    }}
-"#
+{first}"#
     );
     let (dsum, dput) = match delta {
         Some(a) => (
@@ -1122,13 +1208,7 @@ fn rle_tiles(
       }}
       if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);
       // The next tile's runs load while the block waits.
-#pragma unroll
-      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{
-        const u32 r = r0 + ZF_RLE_TILE + threadIdx.x * ZF_RLE_ITEMS + i;
-        nl[i] = r < nruns ? (u32)zf_n{runs}(e, r) : 0u;
-        nv[i] = r < nruns ? zf_n{values}(e, r) : ({t})0;
-      }}
-      __syncthreads();
+{next}      __syncthreads();
 "#
     );
     (load, place)
@@ -1154,6 +1234,8 @@ struct Gen<'a> {
     expand_smem: u32,
     /// Nodes whose `zf_each<k>` (a visit of a range of values) is emitted.
     staged: Vec<usize>,
+    /// Nodes whose `zf_q<k>` (four neighbouring values at once) is emitted.
+    quads: Vec<usize>,
 }
 
 impl Gen<'_> {
@@ -1317,6 +1399,102 @@ impl Gen<'_> {
         Ok(())
     }
 
+    /// Code that sets `dst[0..4]` to values `p .. p + 3` of node `c` (`p % 4 == 0`) cast to
+    /// `cast`, or 0 at and past `lim`: the four at once (`zf_q<c>`) when all are below `lim`.
+    fn load4(&mut self, c: usize, p: &str, lim: &str, dst: &str, cast: &str) -> Result<String> {
+        self.quad(c)?;
+        Ok(load4_code(
+            c,
+            ctype(self.nodes[c].ptype)?,
+            p,
+            lim,
+            dst,
+            cast,
+        ))
+    }
+
+    /// The loads of an `rle` tile's runs (lengths of node `runs` to `nl`, values of node
+    /// `values`, of type `t`, to `nv`), for [`rle_tiles`], as a function of the first run's
+    /// index.
+    fn rle_loads(
+        &mut self,
+        t: &str,
+        values: usize,
+        runs: usize,
+    ) -> Result<impl Fn(&str) -> String + use<>> {
+        self.quad(runs)?;
+        self.quad(values)?;
+        let (rt, vt) = (
+            ctype(self.nodes[runs].ptype)?,
+            ctype(self.nodes[values].ptype)?,
+        );
+        let t = t.to_string();
+        Ok(move |r: &str| {
+            format!(
+                "{}{}",
+                load4_code(runs, rt, r, "nruns", "nl", "u32"),
+                load4_code(values, vt, r, "nruns", "nv", &t)
+            )
+        })
+    }
+
+    /// Emits `zf_q<k>(e, p, v)` once and returns its name: values `p .. p + 3` of node `k`
+    /// (`p % 4 == 0`, all four within the node) into `v[0..4]`. Bit-packed values are four
+    /// neighbouring lanes of one row, so their position is computed once; `for` and a
+    /// dictionary in shared memory map their children's four; other nodes read value by
+    /// value. Called after `zf_n<k>` is emitted.
+    fn quad(&mut self, k: usize) -> Result<String> {
+        let name = format!("zf_q{k}");
+        if self.quads.contains(&k) {
+            return Ok(name);
+        }
+        let n = self.nodes[k].clone();
+        let t = ctype(n.ptype)?;
+        let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
+        let a = acc(n.ptype);
+        let b = n.base;
+        let each = |f: &str| format!("#pragma unroll\n  for (u32 i = 0u; i < 4u; ++i) {f}\n");
+        let body = match n.op {
+            Op::BitPack => format!(
+                "  {a} x[4];\n  zf_unpack4<{u}, {a}, {bits}>((const {u}*)(e.in + e.prm[{}]), {}, p, x);\n{}",
+                b + 1,
+                width_expr(&n),
+                each(&format!("v[i] = ({t})x[i];")),
+                bits = n.ptype.byte_width() * 8
+            ),
+            Op::For => {
+                let c = n.children[0];
+                let q = self.quad(c)?;
+                let ct = ctype(self.nodes[c].ptype)?;
+                format!(
+                    "  {ct} c[4];\n  {q}(e, p, c);\n{}",
+                    each(&format!(
+                        "v[i] = ({t})({u})(({a})c[i] + ({a})e.prm[{}]);",
+                        b + 1
+                    ))
+                )
+            }
+            Op::Dict if !self.has_stage(n.children[1]) => {
+                let (codes, values) = (n.children[0], n.children[1]);
+                let q = self.quad(codes)?;
+                let ct = ctype(self.nodes[codes].ptype)?;
+                format!(
+                    "  {ct} c[4];\n  {q}(e, p, c);\n  const u32 n = (u32)e.prm[{vlen}];\n{}",
+                    each(&format!(
+                        "{{\n    const u32 ci = (u32)c[i];\n    if (ci >= n) {{ atomicOr(e.err, ZF_ERR_DICT); v[i] = ({t})0; }}\n    else v[i] = n <= {DICT_SHARED}u ? zf_d{k}[ci] : zf_n{values}(e, ci);\n  }}"
+                    )),
+                    vlen = self.nodes[values].base
+                )
+            }
+            _ => each(&format!("v[i] = zf_n{k}(e, p + i);")),
+        };
+        self.quads.push(k);
+        self.src.push_str(&format!(
+            "\n// node {k}: values p .. p + 3 (p % 4 == 0)\n__device__ __forceinline__ void {name}(const Env& e, u32 p, {t}* v) {{\n{body}}}\n"
+        ));
+        Ok(name)
+    }
+
     /// Emits `zf_c<k>`, the values of `patch`/`float2int` node `k` before exceptions, and
     /// returns the exception values' raw type and the expression converting one (`x`).
     fn before_exceptions(&mut self, k: usize) -> Result<(&'static str, String)> {
@@ -1422,11 +1600,12 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
         let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
         let a = acc(n.ptype);
         let (values, runs) = (r.children[0], r.children[1]);
-        let (load, place) = rle_tiles(t, values, runs, self.nodes[values].base, Some(a));
+        let loads = self.rle_loads(t, values, runs)?;
+        let (load, place) = rle_tiles(t, loads, self.nodes[values].base, Some(a));
         Ok(format!(
             r#"  {{ // node {k}: delta over rle (node {rle}), in one pass over run tiles: each run's first
     // value from an exclusive sum of value * length, then each output position of the tile
-    // (coalesced) from its run's by binary search over the run starts in shared memory
+    // (coalesced) from its run's, the runs found by `zf_rle_walk`
     __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
     __shared__ {a} zf_rv{k}[ZF_RLE_TILE];
     __shared__ {a} zf_rb{k}[ZF_RLE_TILE];
@@ -1436,17 +1615,9 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
     const u32 n = (u32)e.prm[{len}];
     {a} dcarry = ({a})e.prm[{base}];
 {load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
-{place}      const u32 hi = rs[ZF_RLE_TILE];
-      for (u32 q0 = rs[0] + threadIdx.x; q0 < hi; q0 += ZF_RLE_OUT * ZF_THREADS) {{
-        u32 jj[ZF_RLE_OUT];
-#pragma unroll
-        for (u32 i = 0u; i < ZF_RLE_OUT; ++i) jj[i] = zf_run_of(rs, min(q0 + i * ZF_THREADS, hi - 1u));
-#pragma unroll
-        for (u32 i = 0u; i < ZF_RLE_OUT; ++i) {{
-          const u32 q = q0 + i * ZF_THREADS, j = jj[i];
-          if (q < hi) o[q] = ({t})({u})(rb[j] + rv[j] * ({a})(q - rs[j] + 1u));
-        }}
-      }}
+{place}      zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE], [&](u32 q, u32 j) {{
+        o[q] = ({t})({u})(rb[j] + rv[j] * ({a})(q - rs[j] + 1u));
+      }});
       carry += tot;
       dcarry += dtot;
       __syncthreads();
@@ -1532,11 +1703,7 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
     // The next tile's differences are read before this tile's second barrier, so their
     // loads overlap the wait.
     {a} nx[ZF_DELTA_ITEMS];
-#pragma unroll
-    for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
-      const u32 p = threadIdx.x * ZF_DELTA_ITEMS + i;
-      nx[i] = p < n ? ({a})zf_n{c}(e, p) : ({a})0;
-    }}
+{first}
     for (u32 t0 = 0u; t0 < n; t0 += ZF_THREADS * ZF_DELTA_ITEMS) {{
       const u32 first = t0 + threadIdx.x * ZF_DELTA_ITEMS;
       {a} v[ZF_DELTA_ITEMS];
@@ -1567,12 +1734,7 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
       for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
         st[threadIdx.x * ZF_DELTA_ITEMS + i] = off + v[i];
       }}
-#pragma unroll
-      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
-        const u32 p = first + ZF_THREADS * ZF_DELTA_ITEMS + i;
-        nx[i] = p < n ? ({a})zf_n{c}(e, p) : ({a})0;
-      }}
-      __syncthreads();
+{next}      __syncthreads();
 #pragma unroll
       for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
         const u32 p = t0 + i * ZF_THREADS + threadIdx.x;
@@ -1585,33 +1747,25 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
   }}
 "#,
                 base = b + 1,
-                c = ch(0),
                 bi = self.buf(k, "p")?,
+                first = self.load4(ch(0), "threadIdx.x * ZF_DELTA_ITEMS", "n", "nx", a)?,
+                next = self.load4(ch(0), "(first + ZF_THREADS * ZF_DELTA_ITEMS)", "n", "nx", a)?,
             ),
             Op::Rle => {
                 let (values, runs) = (ch(0), ch(1));
-                let (load, place) = rle_tiles(t, values, runs, self.nodes[values].base, None);
+                let loads = self.rle_loads(t, values, runs)?;
+                let (load, place) = rle_tiles(t, loads, self.nodes[values].base, None);
                 format!(
                     r#"  {{ // node {k}: rle: run tiles of ZF_RLE_ITEMS runs per thread; an exclusive sum of
-    // their lengths places them, then each output position of the tile (coalesced) finds
-    // its run by binary search over the tile's run starts in shared memory
+    // their lengths places them, then each warp walks its share of the tile's output
+    // positions 32 at a time (coalesced), finding their runs from the tile's run starts
     __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
     __shared__ {t} zf_rv{k}[ZF_RLE_TILE];
     u32* const rs = zf_rs{k};
     {t}* const rv = zf_rv{k};
     const u32 n = (u32)e.prm[{b}];
 {load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
-{place}      const u32 hi = rs[ZF_RLE_TILE];
-      for (u32 q0 = rs[0] + threadIdx.x; q0 < hi; q0 += ZF_RLE_OUT * ZF_THREADS) {{
-        u32 jj[ZF_RLE_OUT];
-#pragma unroll
-        for (u32 i = 0u; i < ZF_RLE_OUT; ++i) jj[i] = zf_run_of(rs, min(q0 + i * ZF_THREADS, hi - 1u));
-#pragma unroll
-        for (u32 i = 0u; i < ZF_RLE_OUT; ++i) {{
-          const u32 q = q0 + i * ZF_THREADS;
-          if (q < hi) {bq} = rv[jj[i]];
-        }}
-      }}
+{place}      zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE], [&](u32 q, u32 j) {{ {bq} = rv[j]; }});
       carry += tot;
       __syncthreads();
     }}
@@ -2237,6 +2391,49 @@ mod tests {
         ))
         .unwrap_or_else(|e| panic!("{e}"));
         assert!(!k.source.contains("zf_rb"), "{}", k.source);
+    }
+
+    #[test]
+    fn delta_and_rle_read_four_neighbouring_values_and_walk_their_runs() {
+        // delta over a dictionary of bit-packed codes: the codes four at a time, each looked
+        // up in the shared dictionary.
+        let k = generate(&shape_of(
+            "delta | dict(codes: bitpack, values: plain)",
+            &ints(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let codes = &k.nodes[2];
+        assert_eq!(codes.op, Op::BitPack);
+        assert!(
+            k.source.contains("void zf_q2(const Env& e, u32 p,"),
+            "{}",
+            k.source
+        );
+        assert!(k.source.contains("zf_unpack4<"), "{}", k.source);
+        assert!(k.source.contains("void zf_q1(const Env& e, u32 p, i64* v)"));
+        assert!(
+            k.source
+                .contains("zf_q1(e, threadIdx.x * ZF_DELTA_ITEMS, zq);")
+        );
+        // rle: both children four at a time (the `for` maps its child's four), and every
+        // output position from the walk, not one search each.
+        let k = generate(&shape_of(
+            "rle(values: for | bitpack, runs: for | bitpack)",
+            &ints(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
+        for q in [
+            "zf_q1(e, threadIdx.x * ZF_RLE_ITEMS, zq);",
+            "zf_q3(e, threadIdx.x * ZF_RLE_ITEMS, zq);",
+        ] {
+            assert!(k.source.contains(q), "{q}: {}", k.source);
+        }
+        assert!(k.source.contains("zf_q2(e, p, c);"), "{}", k.source);
+        assert!(k.source.contains("zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE],"));
+        // Other children read value by value behind the same interface.
+        let k = generate(&shape_of("delta | zigzag | bitpack", &ints()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(k.source.contains("v[i] = zf_n1(e, p + i);"), "{}", k.source);
     }
 
     #[test]
