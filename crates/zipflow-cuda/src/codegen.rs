@@ -143,6 +143,9 @@ pub struct Kernel {
     /// expands the strings after [`KERNEL_NAME`] has written each chunk's segment table
     /// (see [`strings`]); 0 for other kernels.
     pub segment_rows: u32,
+    /// Byte strings: consecutive segments of `segment_rows` rows each block of the expansion
+    /// takes in turn, staging the dictionary once for all of them; 0 for other kernels.
+    pub segments_per_block: u32,
     /// Bytes of dynamic shared memory per block of the expansion kernel.
     pub expand_smem: u32,
     /// Whether [`KERNEL_NAME`] must run before the expansion. A `strdict` root whose entries
@@ -643,10 +646,10 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     g.node(0)?;
     if shape.ptype == PType::Bytes {
         let len_slot = nodes[0].base;
-        let head = |name: &str, body: &str, seg: &str| {
+        let head = |name: &str, body: &str, seg: &str, bounds: &str| {
             format!(
                 r#"
-extern "C" __global__ void __launch_bounds__(ZF_THREADS)
+extern "C" __global__ void __launch_bounds__({bounds})
 {name}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
           const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
   const u32 chunk = work[2u * blockIdx.x];{seg}
@@ -656,17 +659,27 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
 "#
             )
         };
-        let first = head(KERNEL_NAME, &g.stages, "\n  (void)out;");
+        let first = head(KERNEL_NAME, &g.stages, "\n  (void)out;", "ZF_THREADS");
+        // A `words` expansion holds two blocks of 512 threads per multiprocessor (its shared
+        // memory allows no more): registers are capped to fit them, as the loop over a
+        // block's segments would otherwise take more.
+        let bounds = if g.segments_per_block() > 1 {
+            "ZF_THREADS, 1024 / ZF_THREADS"
+        } else {
+            "ZF_THREADS"
+        };
         let second = head(
             strings::EXPAND_NAME,
             &g.expand,
             &format!(
-                "\n  const u32 seg = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
+                "\n  const u32 seg0 = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
             ),
+            bounds,
         );
         g.src.push_str(&first);
         g.src.push_str(&second);
         let (dyn_smem, expand_smem, segment_rows) = (g.dyn_smem, g.expand_smem, g.segment_rows());
+        let segments_per_block = g.segments_per_block();
         let first_kernel = g.fixed_length(0).is_none()
             || nodes.iter().any(|n| materialised(n.op, KernelKind::Chunk));
         return Ok(Kernel {
@@ -679,6 +692,7 @@ extern "C" __global__ void __launch_bounds__(ZF_THREADS)
             threads: STRING_THREADS,
             dyn_smem,
             segment_rows,
+            segments_per_block,
             expand_smem,
             first_kernel,
         });
@@ -760,6 +774,7 @@ extern "C" __global__ void __launch_bounds__({bounds})
         threads: kind.threads(),
         dyn_smem: 0,
         segment_rows: 0,
+        segments_per_block: 0,
         expand_smem: 0,
         first_kernel: true,
     })
@@ -2575,6 +2590,19 @@ mod tests {
                 strings::SEGMENT_ROWS_STRINGS
             };
             assert_eq!(k.segment_rows, rows, "{plan}");
+            // A `words` block takes several segments in turn, its dictionary staged once.
+            let looped = "for (u32 seg = seg0; seg < min(seg0 + 4u, zf_nseg); ++seg) {";
+            if plan.starts_with("words") {
+                assert_eq!(k.segments_per_block, strings::WORDS_SEGMENTS_PER_BLOCK);
+                assert!(k.source.contains(looped), "{plan}");
+                assert!(
+                    k.source
+                        .contains("__launch_bounds__(ZF_THREADS, 1024 / ZF_THREADS)")
+                );
+            } else {
+                assert_eq!(k.segments_per_block, 1, "{plan}");
+                assert!(k.source.contains("const u32 seg = seg0;"), "{plan}");
+            }
             assert!(k.expand_smem >= strings::STAGE_BYTES, "{plan}");
             let (first, second) = k
                 .source

@@ -372,7 +372,8 @@ impl<'g> ColumnDecoder<'g> {
                     let segments = node.len.div_ceil(g.kernel.segment_rows as usize).max(1);
                     filler.prm[base + 4] = *filler.scratch as u64;
                     *filler.scratch += (segments + 1) * 8;
-                    for s in 0..segments {
+                    let per = g.kernel.segments_per_block.max(1) as usize;
+                    for s in (0..segments).step_by(per) {
                         g.expand_work.extend([index, s as u32]);
                     }
                 }

@@ -182,7 +182,7 @@ fn source(input: &Path, column: &str, out: Option<&Path>, force: bool) -> Result
                 "`{}` (one block per chunk) then `{}` (one block per {} rows)",
                 zipflow_cuda::codegen::KERNEL_NAME,
                 zipflow_cuda::codegen::strings::EXPAND_NAME,
-                kernel.segment_rows
+                kernel.segment_rows * kernel.segments_per_block.max(1)
             )
         } else {
             format!(

@@ -12,10 +12,12 @@
 //!   every [`SEGMENT_ROWS`] rows, the first token and the first byte of their strings (a warp
 //!   sums one segment's tokens at a time, a block-wide sum places them, then the same for
 //!   their bytes, so the segments need no barriers between them). The
-//!   second ([`EXPAND_NAME`], one block per segment) expands its rows independently of the
-//!   others: it copies the packed entries and the dictionary's bytes to shared memory 16
-//!   bytes at a time (a token's lookup is then one load), finds each row's first token (a
-//!   `words` root's counts, one block-wide sum), and walks the segment's tokens in tiles of
+//!   second ([`EXPAND_NAME`], one block per segment, or per [`WORDS_SEGMENTS_PER_BLOCK`]
+//!   consecutive segments of a `words` root, taken in turn) expands its rows independently
+//!   of the other blocks: it copies the packed entries and the dictionary's bytes to shared
+//!   memory 16 bytes at a time, once (a token's lookup is then one load); for each segment
+//!   it finds each row's first token (a `words` root's counts, one block-wide sum), and
+//!   walks the segment's tokens in tiles of
 //!   [`TILE_TOKENS`]. In a tile each thread takes consecutive tokens, so its bytes are one
 //!   contiguous run: a block-wide sum of the tokens' lengths places them, the bytes are
 //!   assembled in shared memory at the output's alignment and stored 16 bytes at a time, and
@@ -45,6 +47,9 @@ pub const SEGMENT_ROWS_STRINGS: u32 = 8192;
 /// its rows need no sums, so a block runs through several windows of the stage and pays for
 /// its start (the dictionary copied to shared memory) once.
 pub const SEGMENT_ROWS_FIXED: u32 = 32768;
+/// Segments of a `words` root each expansion block takes in turn: its dictionary (up to
+/// 40 KB of entries and bytes) is staged once for all of them.
+pub const WORDS_SEGMENTS_PER_BLOCK: u32 = 4;
 /// Tokens (rows, for `strdict` and `plain`) of one tile of an expansion block: four per
 /// thread.
 pub const TILE_TOKENS: u32 = 2048;
@@ -175,6 +180,32 @@ impl Gen<'_> {
         } else {
             SEGMENT_ROWS_STRINGS
         }
+    }
+
+    /// Segments each expansion block of this byte-string shape takes in turn.
+    pub(super) fn segments_per_block(&self) -> u32 {
+        if self.fixed_length(0).is_none() && self.nodes[0].op == Op::Words {
+            WORDS_SEGMENTS_PER_BLOCK
+        } else {
+            1
+        }
+    }
+
+    /// The expansion's loop over the block's segments (`seg`, from the work entry's `seg0`),
+    /// around `body`: one barrier between segments, so that the next one's staging waits
+    /// for the last one's readers. With one segment a block, just that segment.
+    fn segment_loop(&self, body: &str) -> String {
+        if self.segments_per_block() == 1 {
+            return format!("  const u32 seg = seg0;\n{body}");
+        }
+        format!(
+            r#"  const u32 zf_nseg = max(1u, (len + ZF_SEG_ROWS - 1u) / ZF_SEG_ROWS);
+  for (u32 seg = seg0; seg < min(seg0 + {per}u, zf_nseg); ++seg) {{
+  if (seg != seg0) __syncthreads();
+{body}  }}
+"#,
+            per = self.segments_per_block()
+        )
     }
 
     /// Declares the dynamic shared memory of string kernels once: the dictionary's entry
@@ -752,7 +783,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 )
             }
         };
-        self.expand.push_str(&format!(
+        let expansion = format!(
             r#"  {{ // node {k}: {name} (byte strings): the offsets and bytes of one segment's rows
     const u32 n = len;
     const u64 at = e.prm[{at}];
@@ -882,7 +913,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 Some(d) => format!("zf_nb{d} < (1u << 20)"),
                 None => "false".to_string(),
             },
-        ));
+        );
+        let looped = self.segment_loop(&expansion);
+        self.expand.push_str(&looped);
         Ok(())
     }
 
@@ -931,7 +964,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             tab = b + 4,
         ));
         let each = self.stage_values(codes);
-        self.expand.push_str(&format!(
+        let expansion = format!(
             r#"  {{ // node {k}: strdict (entries of one length L): row r's bytes at r * L
     const u32 n = len, L = {length};
     const u64 at = e.prm[{at}];
@@ -1002,6 +1035,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             at = b + 1,
             claimed = b + 2,
             ow = b + 3,
-        ));
+        );
+        let looped = self.segment_loop(&expansion);
+        self.expand.push_str(&looped);
     }
 }
