@@ -791,7 +791,11 @@ fn nvrtc_compiles_every_candidate_shape() -> Result<()> {
         eprintln!("nvrtc_compiles_every_candidate_shape: skipped (no NVRTC library)");
         return Ok(());
     }
+    // Every distinct shape with the NVRTC options it is compiled with (numeric chunk
+    // kernels also at the other block sizes they may be tuned to), then compiled on all
+    // cores.
     let mut seen = std::collections::HashSet::new();
+    let mut jobs: Vec<(zipflow_cuda::codegen::Kernel, Vec<String>, bool)> = Vec::new();
     for ptype in NUMERIC.into_iter().chain([PType::Bytes]) {
         let streams = if ptype == PType::Bytes {
             string_streams()
@@ -818,10 +822,11 @@ fn nvrtc_compiles_every_candidate_shape() -> Result<()> {
             for s in &streams {
                 let Ok(node) = encode(&plan, s) else { continue };
                 let bytes = node.to_bytes()?;
+                let unsupported = |what: &str| eprintln!("{plan}: not on the GPU ({what})");
                 let shape = match Shape::of(&NodeView::parse(&bytes)?) {
                     Ok(s) => s,
                     Err(Error::Unsupported { what, .. }) => {
-                        eprintln!("{plan}: not on the GPU ({what})");
+                        unsupported(&what);
                         continue;
                     }
                     Err(e) => return Err(e),
@@ -829,33 +834,74 @@ fn nvrtc_compiles_every_candidate_shape() -> Result<()> {
                 if !seen.insert(shape.key()) {
                     continue;
                 }
-                let kernel = generate(&shape)?;
+                let kernel = match generate(&shape) {
+                    Ok(k) => k,
+                    // Said by name, as for a shape it cannot read.
+                    Err(Error::Unsupported { what, .. }) => {
+                        assert!(
+                            what.contains('`'),
+                            "{plan}: unsupported without a name: {what}"
+                        );
+                        unsupported(&what);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 let options = vec![
                     "--gpu-architecture=sm_90".to_string(),
                     format!("-DZF_THREADS={}", kernel.threads),
                     format!("-DZF_TILE_VECTORS={}", zipflow_cuda::codegen::TILE_VECTORS),
                     "--std=c++17".to_string(),
                 ];
-                let ptx = zipflow_cuda::cache::compile(&kernel, &options)?;
-                assert!(ptx.contains(".entry zf_decode"), "{}", shape.key());
-                // Numeric chunk kernels at the other block sizes they may be tuned to.
                 if kernel.kind == zipflow_cuda::codegen::KernelKind::Chunk && ptype != PType::Bytes
                 {
                     for t in zipflow_cuda::cache::TUNE_THREADS {
-                        if t == kernel.threads {
-                            continue;
-                        }
-                        let mut o = options.clone();
-                        o[1] = format!("-DZF_THREADS={t}");
-                        match zipflow_cuda::cache::compile(&kernel, &o) {
-                            Ok(ptx) => assert!(ptx.contains(".entry zf_decode")),
-                            Err(e) => eprintln!("{} at {t} threads: {e}", shape.key()),
+                        if t != kernel.threads {
+                            let mut o = options.clone();
+                            o[1] = format!("-DZF_THREADS={t}");
+                            jobs.push((kernel.clone(), o, false));
                         }
                     }
                 }
+                jobs.push((kernel, options, true));
             }
         }
     }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failed = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((kernel, options, default)) = jobs.get(i) else {
+                            return failed;
+                        };
+                        match zipflow_cuda::cache::compile(kernel, options) {
+                            Ok(ptx) if ptx.contains(".entry zf_decode") => {}
+                            Ok(_) => failed.push(format!("{}: no zf_decode entry", kernel.key)),
+                            // Tuned sizes are tried, not required: the tuner skips a size
+                            // that does not compile.
+                            Err(e) if !*default => {
+                                eprintln!("{} at {}: {e}", kernel.key, options[1])
+                            }
+                            Err(e) => failed.push(format!("{}: {e}", kernel.key)),
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| vec!["a compile worker panicked".to_string()])
+            })
+            .collect()
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
     eprintln!("{} shapes compiled", seen.len());
     assert!(seen.len() > 50);
     Ok(())
