@@ -1075,8 +1075,60 @@ __device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
 }}
 "#
     );
+    // Byte codes of 8-byte values: each thread takes two neighbouring lanes, so their codes
+    // are one 16-bit load a word and their values one 16-byte store a row.
+    let pairs = bits == 8 && root.ptype.byte_width() == 8;
+    let rows = if pairs {
+        format!(
+            r#"{rows}
+// Rows 0 .. 7 of lanes 2m and 2m + 1 of a full vector of byte codes (`vb`, the vector's
+// words), looked up and stored as pairs (`o` + p0 16-byte aligned, `vb` 2-byte aligned).
+__device__ __forceinline__ void zf_rows2(const Env& e, {t}* __restrict__ o,
+                                         const u8* __restrict__ vb, u32 p0, u32 m, u32 n) {{
+  const u32 W = {w};
+  const u32 rep = 0x0101u, mask = rep * ((1u << W) - 1u);
+  const u16* __restrict__ w2 = (const u16*)vb + m;
+  u32 k = 0u;
+  u32 cur = __ldg(w2);
+#pragma unroll
+  for (u32 i = 0u; i < 8u; ++i) {{
+    const u32 sh = (i * W) % 8u;
+    u32 x = (cur >> sh) & (rep * (0xffu >> sh));
+    if (sh + W >= 8u) {{
+      ++k;
+      const u32 next = k < W ? (u32)__ldg(w2 + 64u * k) : 0u;
+      if (sh + W > 8u) x |= (next << (8u - sh)) & (rep * ((0xffu << (8u - sh)) & 0xffu));
+      cur = next;
+    }}
+    x &= mask;
+    union {{ {t} v[2]; ulonglong2 u; }} pr;
+#pragma unroll
+    for (u32 h = 0u; h < 2u; ++h) {{
+      const u32 c = (x >> (8u * h)) & 0xffu;
+      if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); pr.v[h] = ({t})0; }}
+      else pr.v[h] = n <= {DICT_SHARED}u ? zf_d0[c] : zf_n{values}(e, c);
+    }}
+    *(ulonglong2*)(o + p0 + i * 128u + 2u * m) = pr.u;
+  }}
+}}
+"#
+        )
+    } else {
+        rows
+    };
     // Which vector of the block, which lane, and which rows (uniform within a warp).
     let (place, call) = match bits {
+        8 if pairs => (
+            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
+             const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
+            "    const u8* const vb = vw - lane;\n    \
+             if ((((size_t)(o + p0)) & 15u) == 0u && (((size_t)vb) & 1u) == 0u) {\n      \
+             zf_rows2(e, o, vb, p0, lane, n);\n    \
+             } else {\n      \
+             zf_rows<0u, 8u>(e, o, vw, p0, lane, n);\n      \
+             zf_rows<0u, 8u>(e, o, vw + 64u, p0, lane + 64u, n);\n    \
+             }",
+        ),
         8 => (
             "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
              const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
@@ -1983,6 +2035,13 @@ mod tests {
         assert!(
             k.source
                 .contains("zf_rows<0u, 8u>(e, o, vw + 64u, p0, lane + 64u, n)")
+        );
+        // Aligned, byte codes of 8-byte values go two neighbouring lanes a thread: one 16-bit
+        // load a word, one 16-byte store a row.
+        assert!(k.source.contains("zf_rows2(e, o, vb, p0, lane, n);"));
+        assert!(
+            k.source
+                .contains("*(ulonglong2*)(o + p0 + i * 128u + 2u * m) = pr.u;")
         );
         // Values that need a stage keep the per-lookup path.
         let runs = Values::Int(IntVec::I64((0..5000).map(|i| i / 100).collect()));
