@@ -790,8 +790,10 @@ extern "C" __global__ void __launch_bounds__({bounds})
 /// warps covers its `ZF_TILE_VECTORS` = 4 vectors either way. `None` for other shapes.
 ///
 /// Over `hipatch` (`hipatch | bitpack`, `for | hipatch | bitpack`) the low bits go lane by
-/// lane the same way, then one warp per vector ORs that vector's exceptions in, taking the
-/// reference off and putting it back.
+/// lane the same way; one warp per vector finds that vector's exceptions meanwhile and, after
+/// a barrier, adds their high bits to the stored values (atomically). The high bits lie above
+/// the low bits' width, so adding them to the low bits plus the reference is the same as
+/// ORing them in before, and the low bits are not read again.
 fn lane_body(g: &Gen<'_>, kind: KernelKind) -> Result<Option<(String, String)>> {
     let nodes = g.nodes;
     if kind != KernelKind::Tile || TILE_THREADS != 256 || TILE_VECTORS != 4 {
@@ -894,26 +896,28 @@ __device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
     let high = hn.children[3];
     let rows = format!(
         r#"{rows}
-// Exception j of vector v in full: its low bits unpacked again, its high bits ORed in (the
-// reference added), and its position q (~0u when the offset is bad).
-__device__ __forceinline__ {t} zf_hpx(const Env& e, u32 v, u32 j, u32 j0, u32& q) {{
+// Exception j of vector v: its high bits in place (above the low bits' width, so adding
+// them to the stored low bits plus the reference ORs them in), and its position q (~0u
+// when the offset is bad).
+__device__ __forceinline__ {word} zf_hpx(const Env& e, u32 v, u32 j, u32 j0, u32& q) {{
   q = zf_hpq{h}(e, v, j, j0);
-  if (q == ~0u) return ({t})0;
-  return ({t})((({word})zf_n{bpi}(e, q) | (({word})zf_n{high}(e, j) << (u32)e.prm[{wslot}])){add});
+  if (q == ~0u) return ({word})0;
+  return ({word})zf_n{high}(e, j) << (u32)e.prm[{wslot}];
 }}
 "#,
         wslot = hn.base + 1,
     );
+
     // No thread returns early: the stores of exceptions wait for every lane's low bits.
     let body = format!(
         r#"  {place}
-  // The first ZF_TILE_VECTORS warps take a vector's exceptions each: found and computed in
-  // full before the low bits are written (their loads overlap the other warps' unpacking),
-  // stored after.
+  // The first ZF_TILE_VECTORS warps take a vector's exceptions each: found before the low
+  // bits are written (their loads overlap the other warps' unpacking), and added to them
+  // after, where they lie in the output.
   const u32 hv = vec + (threadIdx.x >> 5), hl = threadIdx.x & 31u;
   const bool hw = threadIdx.x < 32u * ZF_TILE_VECTORS && hv * 1024u < len;
   u32 hj0 = 0u, hj1 = 0u, hq = ~0u;
-  {t} hx = ({t})0;
+  {word} hx = ({word})0;
   if (hw) {{
     zf_hp{h}(e, hv, hj0, hj1);
     if (hj0 + hl < hj1) hx = zf_hpx(e, hv, hj0 + hl, hj0, hq);
@@ -932,11 +936,11 @@ __device__ __forceinline__ {t} zf_hpx(const Env& e, u32 v, u32 j, u32 j0, u32& q
   }}
   __syncthreads();
   if (hw) {{
-    if (hq != ~0u) o[hq] = hx;
+    if (hq != ~0u) atomicAdd(({word}*)(o + hq), hx);
     for (u32 j = hj0 + 32u + hl; j < hj1; j += 32u) {{
       u32 q;
-      const {t} x = zf_hpx(e, hv, j, hj0, q);
-      if (q != ~0u) o[q] = x;
+      const {word} x = zf_hpx(e, hv, j, hj0, q);
+      if (q != ~0u) atomicAdd(({word}*)(o + q), x);
     }}
   }}
 "#,
@@ -2158,7 +2162,7 @@ mod tests {
     }
 
     #[test]
-    fn hipatch_roots_decode_lane_by_lane_and_store_exceptions_computed_in_full() {
+    fn hipatch_roots_decode_lane_by_lane_and_add_exceptions_high_bits() {
         for (plan, low, reference) in [
             ("hipatch | bitpack", "zf_n1(e, p)", false),
             (
@@ -2177,7 +2181,7 @@ mod tests {
             // Partial vectors take the low bits alone; no thread leaves before the barrier.
             assert!(src.contains(low), "{plan}: no `{low}` in\n{src}");
             assert!(!src.contains("if (p0 >= len) return;"), "{plan}");
-            // Exceptions found and computed before the low bits, stored after the barrier.
+            // Exceptions found before the low bits, their high bits added after the barrier.
             let (before, after) = src
                 .split_once("  __syncthreads();\n  if (hw) {")
                 .unwrap_or_else(|| panic!("{plan}: no exception stores in\n{src}"));
@@ -2186,11 +2190,14 @@ mod tests {
                 .find(&format!("zf_hp{hp}(e, hv, hj0, hj1);"))
                 .unwrap_or_else(|| panic!("{plan}: exceptions not found first"));
             assert!(found < before.find("switch (rg)").unwrap_or(0), "{plan}");
-            assert!(after.contains("if (hq != ~0u) o[hq] = hx;"), "{plan}");
+            assert!(
+                after.contains("if (hq != ~0u) atomicAdd((u64*)(o + hq), hx);"),
+                "{plan}"
+            );
             let full = if reference {
-                "return (i64)(((u64)zf_n2(e, q) | ((u64)zf_n5(e, j) << (u32)e.prm[4])) + (u64)e.prm[2]);"
+                "return (u64)zf_n5(e, j) << (u32)e.prm[4];"
             } else {
-                "return (i64)(((u64)zf_n1(e, q) | ((u64)zf_n4(e, j) << (u32)e.prm[2])));"
+                "return (u64)zf_n4(e, j) << (u32)e.prm[2];"
             };
             assert!(src.contains(full), "{plan}: no `{full}` in\n{src}");
             // Counts summed across the warp; offsets checked in order.

@@ -641,16 +641,25 @@ fn corrupt_runs_and_codes_are_errors() -> Result<()> {
     let Some(gpu) = gpu("corrupt_runs_and_codes_are_errors") else {
         return Ok(());
     };
-    let v = Values::Int(IntVec::U32((0..3000).map(|i| i / 7).collect()));
-    let mut node = encode(&"rle(values: plain, runs: plain)".parse()?, &v)?;
-    node.children[1].buffers[0][0..4].copy_from_slice(&0u32.to_le_bytes());
-    let bytes = node.to_bytes()?;
-    let e = decode_trees(&gpu, PType::U32, &[&bytes], None);
-    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
-    let mut node = encode(&"rle(values: plain, runs: plain)".parse()?, &v)?;
-    node.children[1].buffers[0][0..4].copy_from_slice(&u32::MAX.to_le_bytes());
-    let e = decode_trees(&gpu, PType::U32, &[&node.to_bytes()?], None);
-    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    // Runs of 7 (429 runs: one tile) and of 2 (1,500: two tiles at 256 threads), a length
+    // rewritten to 0 or past the end, in the first tile or the last.
+    for (len, at) in [(7u32, 0usize), (2, 0), (2, 1400)] {
+        let v = Values::Int(IntVec::U32((0..3000).map(|i| i / len).collect()));
+        for bad in [0u32, u32::MAX] {
+            let mut node = encode(&"rle(values: plain, runs: plain)".parse()?, &v)?;
+            node.children[1].buffers[0][4 * at..4 * at + 4].copy_from_slice(&bad.to_le_bytes());
+            let bytes = node.to_bytes()?;
+            assert!(
+                decode_bytes(&bytes).is_err(),
+                "runs of {len}: the CPU accepts it"
+            );
+            let e = decode_trees(&gpu, PType::U32, &[&bytes], None);
+            assert!(
+                matches!(e, Err(Error::Corrupt { .. })),
+                "runs of {len}, run {at} of length {bad}: {e:?}"
+            );
+        }
+    }
     // A dictionary code past the end: codes stored plain, one of them rewritten.
     let v = Values::Int(IntVec::I64((0..3000).map(|i| i % 10).collect()));
     let mut node = encode(&"dict(codes: plain, values: plain)".parse()?, &v)?;
