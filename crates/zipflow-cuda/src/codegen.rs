@@ -1021,7 +1021,8 @@ fn radix_group(base: u32) -> String {
 /// dictionary read from shared memory (`prologue` loads it): the codes are unpacked lane by
 /// lane as in [`lane_body`] (rows as template constants, each word loaded once) and looked up
 /// as they come. Per vector of 64 threads: 8-bit codes have 128 lanes of 8 rows (two lanes a
-/// thread), 16-bit codes 64 lanes of 16 rows, 32-bit codes 32 lanes in two groups of 16 rows.
+/// thread: neighbouring ones for 8-byte values, so a row is one 16-byte store), 16-bit codes
+/// 64 lanes of 16 rows, 32-bit codes 32 lanes in two groups of 16 rows.
 /// `None` for other shapes.
 fn dict_lane_body(
     nodes: &[NodeSlots],
