@@ -1227,8 +1227,10 @@ fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> 
 /// lengths, checks them, writes the run starts to `rs` (`ZF_RLE_TILE + 1` entries, the last
 /// one the tile's end) and the values to `rv`, reads the next tile's runs ahead, and ends
 /// with a barrier; `tot` is the tile's length. With `delta` (its accumulator type), each
-/// run's value times its length is summed too: `rb` holds the value before each run
-/// (`dcarry` plus the exclusive sum), `dtot` the tile's total.
+/// run's value times its length is summed too, and `rp` holds each run's pair (base, value)
+/// instead of `rv`: the base is the value before the run (`dcarry` plus the exclusive sum)
+/// less the value times the run's start less one, so that position q of the run decodes to
+/// base + value * q; `dtot` is the tile's total.
 fn rle_tiles(
     t: &str,
     loads: impl Fn(&str) -> String,
@@ -1245,24 +1247,31 @@ fn rle_tiles(
     {t} nv[ZF_RLE_ITEMS];
 {first}"#
     );
-    let (dsum, dput) = match delta {
-        Some(a) => (
-            format!(
-                r#"      {a} dl = ({a})0;
+    let (dsum, dput) =
+        match delta {
+            Some(a) => (
+                format!(
+                    r#"      {a} dl = ({a})0;
 #pragma unroll
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) dl += ({a})nv[i] * ({a})nl[i];
       {a} dtot;
       {a} d = dcarry + zf_scan_excl<{a}>(dl, &dtot);
 "#
-            ),
-            format!(
-                "        rb[threadIdx.x * ZF_RLE_ITEMS + i] = d;
+                ),
+                format!(
+                "        // The run's base taken back to position 0, and its value: the value at
+        // position q of the run is then one multiply-add, and one shared load.
+        rp[threadIdx.x * ZF_RLE_ITEMS + i] = {make}(d - ({a})nv[i] * (({a})s - ({a})1), ({a})nv[i]);
         d += ({a})nv[i] * ({a})nl[i];
-"
+",
+                make = if a == "u64" { "make_ulonglong2" } else { "make_uint2" },
             ),
-        ),
-        None => (String::new(), String::new()),
-    };
+            ),
+            None => (
+                String::new(),
+                "        rv[threadIdx.x * ZF_RLE_ITEMS + i] = nv[i];\n".to_string(),
+            ),
+        };
     let place = format!(
         r#"      u64 ls = 0ull;
 #pragma unroll
@@ -1275,7 +1284,6 @@ fn rle_tiles(
         if (r < nruns && nl[i] == 0u) atomicOr(e.err, ZF_ERR_RLE_ZERO);
         if (s + nl[i] > n) atomicOr(e.err, ZF_ERR_RLE_SUM);
         rs[threadIdx.x * ZF_RLE_ITEMS + i] = (u32)min(s, (u64)n);
-        rv[threadIdx.x * ZF_RLE_ITEMS + i] = nv[i];
 {dput}        s += nl[i];
       }}
       if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);
@@ -1679,16 +1687,15 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
     // value from an exclusive sum of value * length, then each output position of the tile
     // (coalesced) from its run's, the runs found by `zf_rle_walk`
     __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
-    __shared__ {a} zf_rv{k}[ZF_RLE_TILE];
-    __shared__ {a} zf_rb{k}[ZF_RLE_TILE];
+    __shared__ {pair} zf_rp{k}[ZF_RLE_TILE];
     u32* const rs = zf_rs{k};
-    {a}* const rv = zf_rv{k};
-    {a}* const rb = zf_rb{k};
+    {pair}* const rp = zf_rp{k};
     const u32 n = (u32)e.prm[{len}];
     {a} dcarry = ({a})e.prm[{base}];
 {load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
 {place}      zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE], [&](u32 q, u32 j) {{
-        o[q] = ({t})({u})(rb[j] + rv[j] * ({a})(q - rs[j] + 1u));
+        const {pair} bv = rp[j];
+        o[q] = ({t})({u})(bv.x + bv.y * ({a})q);
       }});
       carry += tot;
       dcarry += dtot;
@@ -1700,6 +1707,7 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
 "#,
             len = self.nodes[rle].base,
             base = n.base + 1,
+            pair = if a == "u64" { "ulonglong2" } else { "uint2" },
         ))
     }
 
@@ -2457,10 +2465,13 @@ mod tests {
         assert!(!k.source.contains("zf_st0"), "{}", k.source);
         assert!(
             k.source
-                .contains("o[q] = (i64)(u64)(rb[j] + rv[j] * (u64)(q - rs[j] + 1u));"),
+                .contains("o[q] = (i64)(u64)(bv.x + bv.y * (u64)q);"),
             "{}",
             k.source
         );
+        assert!(k.source.contains(
+            "rp[threadIdx.x * ZF_RLE_ITEMS + i] = make_ulonglong2(d - (u64)nv[i] * ((u64)s - (u64)1), (u64)nv[i]);"
+        ));
         assert!(k.source.contains("dl += (u64)nv[i] * (u64)nl[i];"));
         assert!(
             k.source
@@ -2472,7 +2483,7 @@ mod tests {
             &ints(),
         ))
         .unwrap_or_else(|e| panic!("{e}"));
-        assert!(!k.source.contains("zf_rb"), "{}", k.source);
+        assert!(!k.source.contains("zf_rp"), "{}", k.source);
     }
 
     #[test]
