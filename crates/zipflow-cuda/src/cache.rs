@@ -1,6 +1,6 @@
 //! The on-disk cache of compiled modules.
 //!
-//! NVRTC takes ~30-300 ms per module; a PTX file read back takes microseconds. Entries are
+//! NVRTC takes ~0.1-1.5 s per module; a cubin read back takes microseconds. Entries are
 //! keyed by the xxh3 of the source and options, the device arch and the driver version, and
 //! live in `$ZIPFLOW_CACHE_DIR`, else `$XDG_CACHE_HOME/zipflow/cuda`, else
 //! `$HOME/.cache/zipflow/cuda`. A cache that cannot be read or written is skipped silently:
@@ -51,27 +51,27 @@ impl ModuleCache {
         let hash = xxhash_rust::xxh3::xxh3_64(keyed.as_bytes());
         self.dir.as_ref().map(|d| {
             d.join(format!(
-                "{hash:016x}-{}-drv{}.ptx",
+                "{hash:016x}-{}-drv{}.cubin",
                 info.sm(),
                 info.driver_version
             ))
         })
     }
 
-    /// The PTX of `kernel`: read from the cache, or compiled with NVRTC and stored.
-    pub fn ptx(&self, kernel: &Kernel, options: &[String], info: &GpuInfo) -> Result<String> {
+    /// The cubin of `kernel`: read from the cache, or compiled with NVRTC and stored.
+    pub fn cubin(&self, kernel: &Kernel, options: &[String], info: &GpuInfo) -> Result<Vec<u8>> {
         let path = self.entry_path(&kernel.source, options, info);
         if let Some(p) = &path
-            && let Ok(text) = std::fs::read_to_string(p)
-            && text.contains(".entry")
+            && let Ok(image) = std::fs::read(p)
+            && is_cubin(&image)
         {
-            return Ok(text);
+            return Ok(image);
         }
-        let ptx = compile(kernel, options)?;
+        let cubin = compile(kernel, options)?;
         if let Some(p) = &path {
-            store(p, &ptx);
+            store(p, &cubin);
         }
-        Ok(ptx)
+        Ok(cubin)
     }
 }
 
@@ -138,7 +138,7 @@ impl ModuleCache {
 }
 
 /// Writes an entry atomically (temporary file, then rename); failures are ignored.
-fn store(path: &std::path::Path, text: &str) {
+fn store(path: &std::path::Path, text: impl AsRef<[u8]>) {
     let Some(dir) = path.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;
@@ -149,30 +149,70 @@ fn store(path: &std::path::Path, text: &str) {
     }
 }
 
-/// Compiles `kernel` with NVRTC; a compile error carries NVRTC's log.
-pub fn compile(kernel: &Kernel, options: &[String]) -> Result<String> {
-    let opts = cudarc::nvrtc::CompileOptions {
-        options: options.to_vec(),
-        name: Some(format!("zipflow_{}.cu", kernel.out)),
-        ..Default::default()
+/// Compiles `kernel` with NVRTC for the architecture its options name (a real one,
+/// `sm_XY`) and returns the cubin: the device code the driver loads as it is. NVRTC builds it
+/// anyway for a real architecture; loading the PTX instead would have the driver compile the
+/// same code a second time. A compile error carries NVRTC's log.
+pub fn compile(kernel: &Kernel, options: &[String]) -> Result<Vec<u8>> {
+    use cudarc::nvrtc::{result, sys};
+    let nvrtc = |what: &str| {
+        let what = format!("NVRTC failed ({what}) for `{}`", kernel.key);
+        move |e: result::NvrtcError| Error::external(what, e)
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&kernel.source, opts).map_err(|e| {
-        let what = match &e {
-            cudarc::nvrtc::CompileError::CompileError { log, .. } => format!(
-                "NVRTC failed to compile the kernel for `{}`:\n{}",
-                kernel.key,
-                log.to_string_lossy()
+    let src = std::ffi::CString::new(kernel.source.as_bytes())
+        .map_err(|e| Error::external("a generated kernel holds a NUL byte", e))?;
+    let name = std::ffi::CString::new(format!("zipflow_{}.cu", kernel.out))
+        .map_err(|e| Error::external("a kernel name holds a NUL byte", e))?;
+    let prog = result::create_program(&src, Some(&name)).map_err(nvrtc("creating a program"))?;
+    // The program is destroyed on every path out.
+    struct Program(sys::nvrtcProgram);
+    impl Drop for Program {
+        fn drop(&mut self) {
+            // SAFETY: created by `create_program` above and destroyed only here.
+            let _ = unsafe { result::destroy_program(self.0) };
+        }
+    }
+    let prog = Program(prog);
+    // SAFETY: `prog.0` is a live program; the options are copied into C strings by the call.
+    if let Err(e) = unsafe { result::compile_program(prog.0, options) } {
+        // SAFETY: as above; the log is NUL-terminated.
+        let log = unsafe { result::get_program_log(prog.0) }
+            .map(|l| {
+                let bytes: Vec<u8> = l.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+            .unwrap_or_default();
+        return Err(Error::external(
+            format!(
+                "NVRTC failed to compile the kernel for `{}`:\n{log}",
+                kernel.key
             ),
-            _ => format!("NVRTC failed for `{}`", kernel.key),
-        };
-        Error::external(what, e)
-    })?;
-    let bytes = ptx
-        .as_bytes()
-        .ok_or_else(|| Error::unsupported("NVRTC returned no PTX image"))?;
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8(bytes[..end].to_vec())
-        .map_err(|e| Error::external("NVRTC returned PTX that is not UTF-8", e))
+            e,
+        ));
+    }
+    let mut size = 0usize;
+    // SAFETY: `prog.0` was compiled; NVRTC writes the size, then that many bytes.
+    unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
+        .result()
+        .map_err(nvrtc("sizing the cubin"))?;
+    if size == 0 {
+        return Err(Error::unsupported(format!(
+            "NVRTC returned no cubin for `{}` (options: {})",
+            kernel.key,
+            options.join(" ")
+        )));
+    }
+    let mut cubin = vec![0u8; size];
+    // SAFETY: `cubin` holds the `size` bytes NVRTC asked for.
+    unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr().cast()) }
+        .result()
+        .map_err(nvrtc("reading the cubin"))?;
+    Ok(cubin)
+}
+
+/// Whether `image` is a cubin (an ELF file), as [`compile`] returns and the cache keeps.
+pub fn is_cubin(image: &[u8]) -> bool {
+    image.starts_with(b"\x7fELF")
 }
 
 #[cfg(test)]

@@ -425,6 +425,8 @@ impl<'g> ColumnDecoder<'g> {
         }
         let ctx = &gpu.ctx;
         let stream = &gpu.streams[0];
+        // A column's shapes compile side by side.
+        gpu.prepare(&host.iter().map(|g| &g.kernel).collect::<Vec<_>>())?;
         let mut groups = Vec::with_capacity(host.len());
         for g in host {
             let function = load(gpu, &g.kernel, KERNEL_NAME, g.kernel.dyn_smem)?;

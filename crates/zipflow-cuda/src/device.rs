@@ -8,6 +8,7 @@ use crate::cache::ModuleCache;
 use crate::codegen::Kernel;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use zipflow_core::{Error, Result};
@@ -196,32 +197,66 @@ impl Gpu {
         self.cache.remember_threads(&self.info, key, threads);
     }
 
+    /// The in-memory key of `kernel`'s module, with the NVRTC options it is compiled with.
+    fn module_key(&self, kernel: &Kernel) -> (String, Vec<String>) {
+        let options = compile_options(kernel, &self.info);
+        (format!("{}\n{}", options.join(" "), kernel.source), options)
+    }
+
+    fn cached_module(&self, key: &str) -> Result<Option<Arc<CudaModule>>> {
+        let map = self
+            .modules
+            .lock()
+            .map_err(|_| Error::unsupported("kernel cache lock poisoned"))?;
+        Ok(map.get(key).cloned())
+    }
+
+    fn load_module(&self, key: String, cubin: Vec<u8>) -> Result<Arc<CudaModule>> {
+        let m = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+            .map_err(cuda("loading a generated module"))?;
+        self.modules
+            .lock()
+            .map_err(|_| Error::unsupported("kernel cache lock poisoned"))?
+            .insert(key, m.clone());
+        Ok(m)
+    }
+
+    /// Makes the modules of `kernels` ready: those in neither memory nor the disk cache are
+    /// compiled with NVRTC on all cores at once (each compile is single-threaded, and a column
+    /// or a file may have several shapes), stored on disk, and loaded. The first error is
+    /// returned; later calls to [`Gpu::function`] find the modules in memory.
+    pub fn prepare(&self, kernels: &[&Kernel]) -> Result<()> {
+        let mut seen = std::collections::HashSet::new();
+        let mut jobs = Vec::new();
+        for &k in kernels {
+            let (key, options) = self.module_key(k);
+            if self.cached_module(&key)?.is_none() && seen.insert(key.clone()) {
+                jobs.push((k, key, options));
+            }
+        }
+        // Compiled in parallel (rayon's pool), loaded in order: the first error is returned.
+        let cubins: Vec<Result<Vec<u8>>> = jobs
+            .par_iter()
+            .map(|(k, _, options)| self.cache.cubin(k, options, &self.info))
+            .collect();
+        for (cubin, (_, key, _)) in cubins.into_iter().zip(jobs) {
+            self.load_module(key, cubin?)?;
+        }
+        Ok(())
+    }
+
     /// The compiled function `name` ([`crate::codegen::KERNEL_NAME`], or the second kernel some shapes
     /// have) of `kernel`'s module: from memory, else from the disk cache, else compiled with
     /// NVRTC now (and written to the disk cache).
     pub fn function(&self, kernel: &Kernel, name: &str) -> Result<CudaFunction> {
-        let options = compile_options(kernel, &self.info);
-        let key = format!("{}\n{}", options.join(" "), kernel.source);
-        let module = {
-            let map = self
-                .modules
-                .lock()
-                .map_err(|_| Error::unsupported("kernel cache lock poisoned"))?;
-            map.get(&key).cloned()
-        };
-        let module = match module {
+        let (key, options) = self.module_key(kernel);
+        let module = match self.cached_module(&key)? {
             Some(m) => m,
             None => {
-                let ptx = self.cache.ptx(kernel, &options, &self.info)?;
-                let m = self
-                    .ctx
-                    .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-                    .map_err(cuda("loading a generated module"))?;
-                self.modules
-                    .lock()
-                    .map_err(|_| Error::unsupported("kernel cache lock poisoned"))?
-                    .insert(key, m.clone());
-                m
+                let cubin = self.cache.cubin(kernel, &options, &self.info)?;
+                self.load_module(key, cubin)?
             }
         };
         module
