@@ -296,7 +296,7 @@ pub fn run(a: Args) -> Result<()> {
 
     if a.fusion_rows > 0 {
         println!("\n## Fused against one kernel per primitive\n");
-        fusion(a.device, a.fusion_rows.max(1024), a.reps.max(1))?;
+        fusion(a.device, a.fusion_rows.max(1024), a.reps.max(1), None)?;
     }
     Ok(())
 }

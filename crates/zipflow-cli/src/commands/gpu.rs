@@ -102,6 +102,10 @@ pub enum GpuCommand {
         /// Timed runs per kernel (the median is reported).
         #[arg(long, default_value_t = 20)]
         reps: usize,
+        /// Threads per block of every chunk kernel (fused and separate: 128, 256 or 512);
+        /// by default each shape's remembered or default launch shape.
+        #[arg(long)]
+        chunk_threads: Option<u32>,
     },
 }
 
@@ -129,7 +133,12 @@ pub fn run(a: Args) -> Result<()> {
             repeat.max(1),
         )
         .map(drop),
-        GpuCommand::Fusion { device, rows, reps } => fusion(device, rows.max(1024), reps.max(1)),
+        GpuCommand::Fusion {
+            device,
+            rows,
+            reps,
+            chunk_threads,
+        } => fusion(device, rows.max(1024), reps.max(1), chunk_threads),
         GpuCommand::Tune {
             input,
             device,
@@ -258,9 +267,18 @@ fn fusion_cases(rows: usize) -> Vec<(&'static str, &'static str, Vec<i64>)> {
 }
 
 /// Median kernel milliseconds of decoding `trees` on the device.
-fn kernel_ms(gpu: &Gpu, ptype: PType, trees: &[Vec<u8>], reps: usize) -> Result<f64> {
+fn kernel_ms(
+    gpu: &Gpu,
+    ptype: PType,
+    trees: &[Vec<u8>],
+    reps: usize,
+    threads: Option<u32>,
+) -> Result<f64> {
     let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
     let mut d = ColumnDecoder::new(gpu, ptype, &refs)?;
+    if let Some(t) = threads {
+        d.set_chunk_threads(t)?;
+    }
     Ok(median(d.time_resident(reps)?))
 }
 
@@ -290,7 +308,7 @@ fn split_nodes(
 
 /// Prints the table of `zipflow gpu fusion`: each nested plan fused against one kernel per
 /// primitive, over `rows` synthetic values per column.
-pub fn fusion(device: usize, rows: usize, reps: usize) -> Result<()> {
+pub fn fusion(device: usize, rows: usize, reps: usize, threads: Option<u32>) -> Result<()> {
     let gpu = Gpu::open(device)?;
     println!("{}", gpu.info());
     println!(
@@ -320,6 +338,9 @@ pub fn fusion(device: usize, rows: usize, reps: usize) -> Result<()> {
         // The fused kernel's output must equal the input.
         let refs: Vec<&[u8]> = fused_trees.iter().map(Vec::as_slice).collect();
         let mut d = ColumnDecoder::new(&gpu, PType::I64, &refs)?;
+        if let Some(t) = threads {
+            d.set_chunk_threads(t)?;
+        }
         let fused = median(d.time_resident(reps)?);
         d.decode_resident()?;
         d.finish()?;
@@ -352,11 +373,11 @@ pub fn fusion(device: usize, rows: usize, reps: usize) -> Result<()> {
         let mut separate = 0.0;
         let mut parts = Vec::new();
         for (p, ty, trees) in &per_node {
-            let ms = kernel_ms(&gpu, *ty, trees, reps)?;
+            let ms = kernel_ms(&gpu, *ty, trees, reps, threads)?;
             separate += ms;
             parts.push(format!("`{p}` {ms:.3}"));
         }
-        let bitpack = kernel_ms(&gpu, PType::I64, &bitpack_trees, reps)?;
+        let bitpack = kernel_ms(&gpu, PType::I64, &bitpack_trees, reps, threads)?;
         let yes = |ok: bool| if ok { "yes" } else { "no" };
         println!(
             "| {what} | `{plan}` | {:.2} | {fused:.3} | {:.0} | {} | {separate:.3} | {:.2}x | {:.0} | {:.0} % | {}, {} |",
