@@ -2681,7 +2681,16 @@ mod tests {
                 assert_eq!(k.segments_per_block, 1, "{plan}");
                 assert!(k.source.contains("const u32 seg = seg0;"), "{plan}");
             }
-            assert!(k.expand_smem >= strings::STAGE_BYTES, "{plan}");
+            let stage = if plan.starts_with("words") {
+                strings::STAGE_BYTES
+            } else {
+                strings::STAGE_BYTES_STRINGS
+            };
+            assert!(k.expand_smem >= stage, "{plan}");
+            assert!(
+                k.source.contains(&format!("#define ZF_STR_STAGE {stage}u")),
+                "{plan}"
+            );
             let (first, second) = k
                 .source
                 .split_once(strings::EXPAND_NAME)

@@ -65,9 +65,15 @@ const _: () = assert!(zipflow_encodings::words::MERGED_DICT_BYTES + 4 <= DICT_BY
 /// counts (a `strdict` or `plain` segment stages its [`SEGMENT_ROWS`] codes or lengths); a
 /// segment with more tokens stages them a tile at a time.
 pub const SEGMENT_TOKENS: u32 = 10240;
-/// Bytes of a tile's strings assembled in shared memory before they are stored (a tile
-/// with more takes several passes).
+/// Bytes of a `words` tile's strings assembled in shared memory before they are stored (a
+/// tile with more takes several passes, byte by byte). A `words` block keeps its whole
+/// dictionary in shared memory, so its stage is small.
 pub const STAGE_BYTES: u32 = 16 * 1024;
+/// The stage of `strdict` and `plain` roots: their tiles of [`TILE_TOKENS`] rows fit it whole
+/// up to 24 bytes a row on average (l_shipinstruct's 12.6 overflowed the `words` stage and
+/// took the byte-by-byte path), and a block still leaves room for a second one on a
+/// multiprocessor, as its registers allow.
+pub const STAGE_BYTES_STRINGS: u32 = 48 * 1024;
 
 /// Words of an `ans` block each warp keeps in shared memory.
 pub const ANS_WINDOW: u32 = 512;
@@ -182,6 +188,15 @@ impl Gen<'_> {
         }
     }
 
+    /// Bytes of this byte-string shape's stage.
+    pub(super) fn stage_bytes(&self) -> u32 {
+        if self.nodes[0].op == Op::Words {
+            STAGE_BYTES
+        } else {
+            STAGE_BYTES_STRINGS
+        }
+    }
+
     /// Segments each expansion block of this byte-string shape takes in turn.
     pub(super) fn segments_per_block(&self) -> u32 {
         if self.fixed_length(0).is_none() && self.nodes[0].op == Op::Words {
@@ -233,14 +248,15 @@ impl Gen<'_> {
         self.dyn_smem = offs * 4;
         // The dictionary's bytes come last, with slack: the expansion reads 20 bytes at a time
         // from any entry.
-        self.expand_smem = (offs + tp_words + code_words) * 4 + STAGE_BYTES + dict + 32;
+        let stage = self.stage_bytes();
+        self.expand_smem = (offs + tp_words + code_words) * 4 + stage + dict + 32;
         let items = TILE_TOKENS / super::STRING_THREADS;
         let rows = seg_rows / super::STRING_THREADS;
         self.src.push_str(&format!(
             r#"
 #define ZF_STR_OFFS {offs}u
 #define ZF_STR_DICT {dict}u
-#define ZF_STR_STAGE {STAGE_BYTES}u
+#define ZF_STR_STAGE {stage}u
 #define ZF_SEG_ROWS {seg_rows}u
 #define ZF_TILE_TOK {TILE_TOKENS}u
 #define ZF_SEG_TOK {seg_tok}u
