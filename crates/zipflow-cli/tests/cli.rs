@@ -348,6 +348,14 @@ fn gpu_bench_runs_or_says_there_is_no_gpu_in_one_line() {
         );
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
+    // A block size the chunk kernels do not take is refused before a GPU is looked for.
+    let o = zipflow(&["gpu", "fusion", "--chunk-threads", "300"], dir.path());
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("possible values: 128, 256, 512"),
+        "{}",
+        stderr(&o)
+    );
     // Nothing left behind in the working directory.
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap_or_else(|e| panic!("{e}"))

@@ -104,8 +104,8 @@ pub enum GpuCommand {
         reps: usize,
         /// Threads per block of every chunk kernel (fused and separate: 128, 256 or 512);
         /// by default each shape's remembered or default launch shape.
-        #[arg(long)]
-        chunk_threads: Option<u32>,
+        #[arg(long, value_parser = ["128", "256", "512"])]
+        chunk_threads: Option<String>,
     },
 }
 
@@ -138,7 +138,11 @@ pub fn run(a: Args) -> Result<()> {
             rows,
             reps,
             chunk_threads,
-        } => fusion(device, rows.max(1024), reps.max(1), chunk_threads),
+        } => {
+            // The parser admits only the three block sizes.
+            let threads = chunk_threads.map(|t| t.parse()).transpose()?;
+            fusion(device, rows.max(1024), reps.max(1), threads)
+        }
         GpuCommand::Tune {
             input,
             device,
