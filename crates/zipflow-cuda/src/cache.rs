@@ -138,13 +138,13 @@ impl ModuleCache {
 }
 
 /// Writes an entry atomically (temporary file, then rename); failures are ignored.
-fn store(path: &std::path::Path, text: impl AsRef<[u8]>) {
+fn store(path: &std::path::Path, bytes: impl AsRef<[u8]>) {
     let Some(dir) = path.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path).is_err() {
+    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
 }

@@ -270,6 +270,21 @@ fn fusion_cases(rows: usize) -> Vec<(&'static str, &'static str, Vec<i64>)> {
     ]
 }
 
+/// A decoder of `trees` on the device, its chunk kernels at `threads` per block when given.
+fn decoder<'g>(
+    gpu: &'g Gpu,
+    ptype: PType,
+    trees: &[Vec<u8>],
+    threads: Option<u32>,
+) -> Result<ColumnDecoder<'g>> {
+    let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
+    let mut d = ColumnDecoder::new(gpu, ptype, &refs)?;
+    if let Some(t) = threads {
+        d.set_chunk_threads(t)?;
+    }
+    Ok(d)
+}
+
 /// Median kernel milliseconds of decoding `trees` on the device.
 fn kernel_ms(
     gpu: &Gpu,
@@ -278,12 +293,9 @@ fn kernel_ms(
     reps: usize,
     threads: Option<u32>,
 ) -> Result<f64> {
-    let refs: Vec<&[u8]> = trees.iter().map(Vec::as_slice).collect();
-    let mut d = ColumnDecoder::new(gpu, ptype, &refs)?;
-    if let Some(t) = threads {
-        d.set_chunk_threads(t)?;
-    }
-    Ok(median(d.time_resident(reps)?))
+    Ok(median(
+        decoder(gpu, ptype, trees, threads)?.time_resident(reps)?,
+    ))
 }
 
 /// For every non-`plain` node of `node` (pre-order), one tree per chunk that decodes the
@@ -340,11 +352,7 @@ pub fn fusion(device: usize, rows: usize, reps: usize, threads: Option<u32>) -> 
         }
         let compressed: usize = fused_trees.iter().map(Vec::len).sum();
         // The fused kernel's output must equal the input.
-        let refs: Vec<&[u8]> = fused_trees.iter().map(Vec::as_slice).collect();
-        let mut d = ColumnDecoder::new(&gpu, PType::I64, &refs)?;
-        if let Some(t) = threads {
-            d.set_chunk_threads(t)?;
-        }
+        let mut d = decoder(&gpu, PType::I64, &fused_trees, threads)?;
         let fused = median(d.time_resident(reps)?);
         d.decode_resident()?;
         d.finish()?;
