@@ -2583,6 +2583,17 @@ mod tests {
         ] {
             let k = generate(&shape_of(plan, &ones)).unwrap_or_else(|e| panic!("{plan}: {e}"));
             assert_eq!(k.first_kernel, first, "{plan}");
+            // One-byte entries: each warp stages its own pieces, with no block barrier, and
+            // the offsets go 16 bytes a store.
+            if !first {
+                for n in [
+                    "#define ZF_FIX_PIECE",
+                    "zf_store_from(out, wst, pa, pz, lane, 32u);",
+                    "((uint4*)o)[r / 4u] = make_uint4(w, w + L, w + 2u * L, w + 3u * L);",
+                ] {
+                    assert!(k.source.contains(n), "{plan}: no `{n}`");
+                }
+            }
         }
         let k = generate(&shape_of("strdict(codes: bitpack)", &texts()))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -2698,9 +2709,24 @@ mod tests {
             assert!(first.contains(KERNEL_NAME), "{plan}");
             // The first kernel writes the table; the second reads it and writes the strings.
             assert!(
-                first.contains("if (lane == 0u) tab[2u * s + 1u] = (u32)min(b, (u64)claimed);"),
+                first.contains(
+                    "tab[2u * ((j0 + threadIdx.x) / parts) + 1u] = (u32)min(t, (u64)claimed);"
+                ),
                 "{plan}"
             );
+            // A `strdict` tile of entries of at most 8 or 24 bytes takes one step a token (of
+            // three or seven words); a `words` tile keeps the general step.
+            for n in [
+                "const bool zf_short = __syncthreads_and(zf_lmax2 <= 8u);",
+                "const bool zf_mid = __syncthreads_and(zf_lmax2 <= 24u);",
+                "d6 = dw[wa + 6u];",
+            ] {
+                assert_eq!(
+                    k.source.contains(n),
+                    plan.starts_with("strdict"),
+                    "{plan}: {n}"
+                );
+            }
             let offsets = if plan.starts_with("words") {
                 "((u32*)o)[rb + i] = (u32)v;"
             } else {

@@ -378,6 +378,22 @@ fn string_streams() -> Vec<Values> {
             s
         })
         .collect()));
+    // Names of 1 to 8 bytes and phrases of 9 to 24, a few dozen of each, as l_shipmode and
+    // l_shipinstruct: a tile's tokens each take one step of three words, or of seven.
+    fn names(lo: usize, hi: usize, seed: u64) -> Vec<Vec<u8>> {
+        let pool: Vec<Vec<u8>> = (0..40u64)
+            .map(|i| {
+                let n = lo + ((i * 7 + seed) as usize) % (hi - lo + 1);
+                (0..n).map(|x| b'A' + ((i + x as u64) % 26) as u8).collect()
+            })
+            .collect();
+        let mut r = rng(seed);
+        (0..30_000)
+            .map(|_| pool[(r() % 40) as usize].clone())
+            .collect()
+    }
+    out.push(of(names(1, 8, 5)));
+    out.push(of(names(9, 24, 6)));
     // 6000 distinct strings of 10 bytes (offsets past shared memory), and 3000 distinct of
     // 40 bytes (bytes past shared memory).
     out.push(of((0..20_000u64)

@@ -23,7 +23,13 @@
 //!   assembled in shared memory at the output's alignment and stored 16 bytes at a time, and
 //!   each row whose first token falls in the tile writes its offset.
 //!
-//! A `strdict` or `plain` root is the same with one token per row. Offsets are `u32` or `u64`
+//! A `strdict` or `plain` root is the same with one token per row; when every packed entry of
+//! a `strdict` has at most 8 bytes, a tile takes one assembly step a token (three words read)
+//! instead of one per 16 bytes. Entries of one length need no table: their offsets are
+//! arithmetic (stored 16 bytes at a time), and with one byte each warp of the expansion
+//! takes [`FIXED_PIECE`] bytes of the output at a time into its own part of the stage, with
+//! no block barrier. In the first kernel, a chunk with fewer segments than warps shares each
+//! segment's byte sum among several warps. Offsets are `u32` or `u64`
 //! (the host picks per column), relative to the start of the column's bytes, or not written
 //! at all when only the bytes are wanted.
 //!
@@ -47,6 +53,8 @@ pub const SEGMENT_ROWS_STRINGS: u32 = 8192;
 /// its rows need no sums, so a block runs through several windows of the stage and pays for
 /// its start (the dictionary copied to shared memory) once.
 pub const SEGMENT_ROWS_FIXED: u32 = 32768;
+/// Output bytes each warp of a `strdict` expansion with one-byte entries stages at a time.
+pub const FIXED_PIECE: u32 = 2048;
 /// Segments of a `words` root each expansion block takes in turn: its dictionary (up to
 /// 40 KB of entries and bytes) is staged once for all of them.
 pub const WORDS_SEGMENTS_PER_BLOCK: u32 = 4;
@@ -135,20 +143,25 @@ __device__ __forceinline__ void zf_entry(bool sm, const u32* __restrict__ g, u32
   }
 }
 
-// Stores output bytes [g0, g1) from the stage, which holds output byte x at stage byte
+// Stores output bytes [g0, g1) from `st`, which holds output byte x at byte
 // x - (g0 rounded down to 16): the 16-byte words in between whole, the ends byte by byte
-// (all threads of the block).
-__device__ __forceinline__ void zf_store_stage(u8* __restrict__ out, u64 g0, u64 g1) {
+// (threads t of nt, at least 16).
+__device__ __forceinline__ void zf_store_from(u8* __restrict__ out, const u8* st, u64 g0, u64 g1, u32 t, u32 nt) {
   const u64 gb = g0 & ~15ull, v0 = (g0 + 15u) & ~15ull, v1 = g1 & ~15ull;
   if (v0 > v1) {
-    if (threadIdx.x < g1 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb + threadIdx.x];
+    if (t < g1 - g0) out[g0 + t] = st[g0 - gb + t];
     return;
   }
-  if (threadIdx.x < v0 - g0) out[g0 + threadIdx.x] = zf_stage[g0 - gb + threadIdx.x];
-  if (threadIdx.x < g1 - v1) out[v1 + threadIdx.x] = zf_stage[v1 - gb + threadIdx.x];
-  const uint4* sw = (const uint4*)zf_stage + (v0 - gb) / 16u;
+  if (t < v0 - g0) out[g0 + t] = st[g0 - gb + t];
+  if (t < g1 - v1) out[v1 + t] = st[v1 - gb + t];
+  const uint4* sw = (const uint4*)st + (v0 - gb) / 16u;
   uint4* gw = (uint4*)(out + v0);
-  for (u32 y = threadIdx.x; y < (u32)((v1 - v0) / 16u); y += ZF_THREADS) gw[y] = sw[y];
+  for (u32 y = t; y < (u32)((v1 - v0) / 16u); y += nt) gw[y] = sw[y];
+}
+
+// The same from the block's stage, by all threads of the block.
+__device__ __forceinline__ void zf_store_stage(u8* __restrict__ out, u64 g0, u64 g1) {
+  zf_store_from(out, zf_stage, g0, g1, threadIdx.x, ZF_THREADS);
 }
 
 // The sum over a warp, in every lane.
@@ -175,6 +188,51 @@ __device__ u64 zf_tab_scan(u32* t, u32 nseg, u32 cap) {
   return carry;
 }
 "#;
+
+/// One assembly step a token for a tile whose entries all have at most `4 * kw` bytes:
+/// reads `kw + 1` dictionary words at the token's byte alignment, shifts them after the `nb`
+/// pending bits and stores the words it fills (the run's first word is or-ed in last, as in
+/// the 16-byte steps). A missing token (length 0) leaves everything as it was.
+fn one_step(kw: usize, d: usize) -> String {
+    let list = |f: &dyn Fn(usize) -> String, n: usize| (0..n).map(f).collect::<Vec<_>>().join(", ");
+    let loads = list(&|i| format!("d{i} = dw[wa + {i}u]"), kw + 1);
+    let ts = list(
+        &|i| format!("t{i} = __funnelshift_r(d{i}, d{}, sh)", i + 1),
+        kw,
+    );
+    let outs = list(
+        &|i| match i {
+            0 => "o0 = pend | (t0 << nb)".to_string(),
+            i if i == kw => format!("o{i} = __funnelshift_l(t{}, 0u, nb)", i - 1),
+            i => format!("o{i} = __funnelshift_l(t{}, t{i}, nb)", i - 1),
+        },
+        kw + 1,
+    );
+    let stores: String = (1..kw)
+        .map(|i| format!("              if (full > {i}u) sw[wi + {i}u] = o{i};\n"))
+        .collect();
+    let pick = (0..kw).fold(format!("o{kw}"), |acc, i| {
+        let i = kw - 1 - i;
+        format!("full == {i}u ? o{i} : {acc}")
+    });
+    format!(
+        r#"#pragma unroll
+            for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
+              const u32 src = zf_dsh{d} + so[j], wa = src >> 2, sh = (src & 3u) * 8u;
+              const u32 {loads};
+              const u32 {ts};
+              const u32 {outs};
+              const u32 bits = nb + sl[j] * 8u, full = bits >> 5;
+              if (full > 0u) {{
+                if (wi == wf) first = o0; else sw[wi] = o0;
+              }}
+{stores}              nb = bits & 31u;
+              pend = ({pick}) & __funnelshift_lc(0xffffffffu, 0u, nb);
+              wi += full;
+            }}
+"#
+    )
+}
 
 impl Gen<'_> {
     /// Rows per expansion block of this byte-string shape.
@@ -245,11 +303,23 @@ impl Gen<'_> {
         };
         let seg_rows = self.segment_rows();
         let words = u32::from(self.nodes[0].op == Op::Words);
+        // Entries of one byte: each warp stages its own pieces of the output.
+        let fix_piece = if self.fixed_length(0).is_some() {
+            format!(
+                r#"#define ZF_FIX_PIECE {FIXED_PIECE}u
+#if ZF_STR_STAGE < (ZF_THREADS / 32u) * (ZF_FIX_PIECE + 16u)
+#error "each warp's piece of the output must fit the stage"
+#endif
+"#
+            )
+        } else {
+            String::new()
+        };
         self.dyn_smem = offs * 4;
-        // The dictionary's bytes come last, with slack: the expansion reads 20 bytes at a time
-        // from any entry.
+        // The dictionary's bytes come last, with slack: the expansion reads up to 28 bytes from
+        // the word that holds an entry's first byte, 16 bytes into the stage at most.
         let stage = self.stage_bytes();
-        self.expand_smem = (offs + tp_words + code_words) * 4 + stage + dict + 32;
+        self.expand_smem = (offs + tp_words + code_words) * 4 + stage + dict + 48;
         let items = TILE_TOKENS / super::STRING_THREADS;
         let rows = seg_rows / super::STRING_THREADS;
         self.src.push_str(&format!(
@@ -270,7 +340,7 @@ impl Gen<'_> {
 #if {words} && ZF_SEG_ROWS > ZF_TILE_TOK
 #error "a words segment's counts must fit a tile's token positions"
 #endif
-// Dynamic shared memory: dictionary offsets (the first kernel uses only these), a tile's
+{fix_piece}// Dynamic shared memory: dictionary offsets (the first kernel uses only these), a tile's
 // token positions (a segment's counts before), a segment's codes (or a tile's), the tile's
 // staged bytes, dictionary bytes.
 extern __shared__ __align__(16) u8 zf_dyn[];
@@ -483,10 +553,19 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   const u32* const zf_goff{k} = (const u32*)(e.scratch + e.prm[{scratch}]);
   const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
   const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
+  // The longest of the packed entries this thread copies (an entry that does not pack reads
+  // as 255, and so do all when the offsets are not in shared memory).
+  u32 zf_lmax{k} = zf_m{k} < ZF_STR_OFFS ? 0u : 255u;
   if (zf_m{k} < ZF_STR_OFFS) {{
     // The packed entries the first kernel wrote after the offsets, 16 bytes at a time.
     const uint4* const pk = (const uint4*)({packed});
-    for (u32 i = threadIdx.x; i < (zf_m{k} + 4u) >> 2; i += ZF_THREADS) ((uint4*)zf_soff)[i] = pk[i];
+    for (u32 i = threadIdx.x; i < (zf_m{k} + 4u) >> 2; i += ZF_THREADS) {{
+      const uint4 v = pk[i];
+      ((uint4*)zf_soff)[i] = v;
+      const u32 c = 4u * i;
+      zf_lmax{k} = max(zf_lmax{k}, max(max(c < zf_m{k} ? v.x >> 24 : 0u, c + 1u < zf_m{k} ? v.y >> 24 : 0u),
+          max(c + 2u < zf_m{k} ? v.z >> 24 : 0u, c + 3u < zf_m{k} ? v.w >> 24 : 0u)));
+    }}
   }}
 {copy}  // Read after the root's first barrier.
 #define zf_dok{k} (zf_doff{k}[zf_m{k}] == zf_nb{k})
@@ -646,7 +725,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             r#"  {{ // node {k}: {name} (byte strings): the segment table, for every ZF_SEG_ROWS rows their
     // first token and first byte (and the totals after the last segment). A warp takes a
     // segment at a time and sums its tokens; a block-wide sum places them. Then the same for
-    // the bytes of each segment's tokens.
+    // the bytes of each segment's tokens (several warps a segment when there are few).
     const u32 n = len;
     const u32 claimed = (u32)e.prm[{claimed}];
     {ntok}
@@ -664,15 +743,32 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     }}
     __syncthreads();
     const u64 tc = zf_tab_scan(tab, nseg, ntok);
-    for (u32 s = threadIdx.x >> 5; s < nseg; s += ZF_THREADS / 32u) {{
-      const u32 ta = tab[2u * s], tz = tab[2u * s + 2u];
+    // With fewer segments than warps (a chunk of one token a row has 8), `parts` warps share
+    // a segment, each a piece of its tokens in whole vectors, their sums added in shared
+    // memory; else a warp takes a segment at a time.
+    __shared__ u64 zf_segb[ZF_THREADS / 32u];
+    const u32 nw = ZF_THREADS / 32u, parts = nseg < nw ? nw / nseg : 1u;
+    for (u32 j0 = 0u; j0 < nseg * parts; j0 += nw) {{
+      const u32 j = j0 + (threadIdx.x >> 5);
       u64 b = 0ull;
-      {vals}(e, ta, tz - ta, lane, 32u, [&](u32, u32 c) {{ {sum_len} }});
-      b = zf_warp_sum(b);
-      bad |= b > (u64)claimed;
-      if (lane == 0u) tab[2u * s + 1u] = (u32)min(b, (u64)claimed);
+      if (j < nseg * parts) {{
+        const u32 s = j / parts, q = j % parts;
+        const u64 ta = tab[2u * s], tz = tab[2u * s + 2u];
+        const u64 step = ((tz - ta + parts - 1u) / parts + 1023u) & ~1023ull;
+        const u64 a = min(ta + q * step, tz), z = min(a + step, tz);
+        {vals}(e, (u32)a, (u32)(z - a), lane, 32u, [&](u32, u32 c) {{ {sum_len} }});
+        b = zf_warp_sum(b);
+      }}
+      if (lane == 0u) zf_segb[threadIdx.x >> 5] = b;
+      __syncthreads();
+      if (threadIdx.x < nw && threadIdx.x % parts == 0u && j0 + threadIdx.x < nseg * parts) {{
+        u64 t = 0ull;
+        for (u32 p = 0u; p < parts; ++p) t += zf_segb[threadIdx.x + p];
+        bad |= t > (u64)claimed;
+        tab[2u * ((j0 + threadIdx.x) / parts) + 1u] = (u32)min(t, (u64)claimed);
+      }}
+      __syncthreads();
     }}
-    __syncthreads();
     const u64 bc = zf_tab_scan(tab + 1, nseg, claimed);
     if (bad || (threadIdx.x == 0u && (tc != (u64)ntok || bc != (u64)claimed || !({check})))) atomicOr(e.err, ZF_ERR_STR);
   }}
@@ -727,6 +823,11 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           const u32 a0 = (u32)(g - gb) + (u32)p0, wf = a0 >> 2;
           const u32* const dw = (const u32*)zf_sdict;
           u32 wi = wf, nb = (a0 & 3u) * 8u, pend = 0u, first = 0u;
+          if (zf_short) {{
+            // Every entry has at most 8 bytes: one step a token, three words read.
+{step_short}          }} else if (zf_mid) {{
+            // Every entry has at most 24 bytes: one step a token, seven words read.
+{step_mid}          }} else {{
 #pragma unroll
           for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
             u32 src = zf_dsh{d} + so[j], rem = sl[j];
@@ -756,6 +857,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
               rem -= take;
             }}
           }}
+          }}
           if (wi != wf) atomicOr(sw + wf, first);
           if (nb != 0u) atomicOr(sw + wi, pend);
         }}
@@ -782,6 +884,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       }}
       }}
 "#,
+                        // A `words` root takes the general step only (its flags are false).
+                        step_short = if words { String::new() } else { one_step(2, d) },
+                        step_mid = if words { String::new() } else { one_step(6, d) },
                         smem = window(&format!("zf_sdict[zf_dsh{d} + so[j] + (x - q)]")),
                         global = window(&format!("zf_n{bytes}(e, so[j] + (x - q))")),
                     ),
@@ -815,7 +920,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     // when they fit, the segment's codes.
     const bool seg_codes = T0 <= T1 && T1 <= ntok && T1 - T0 <= ZF_SEG_TOK;
 {stage_counts}    if (seg_codes) {vals}(e, T0, T1 - T0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
-    __syncthreads();
+{short}
     // Each thread's ZF_ROW_ITEMS consecutive rows and their first tokens.
     const u32 rb = r0 + threadIdx.x * ZF_ROW_ITEMS;
     u32 rt[ZF_ROW_ITEMS];
@@ -925,6 +1030,16 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 ),
                 None => String::new(),
             },
+            // Whether every dictionary entry is packed in shared memory with at most 8 or 24
+            // bytes (a `words` root's tokens are longer: it keeps the one barrier, and one
+            // path).
+            short = match d {
+                Some(d) if !words => format!(
+                    "    // Whether every dictionary entry is packed in shared memory with at most 8 (24) bytes.\n    const bool zf_short = __syncthreads_and(zf_lmax{d} <= 8u);\n    const bool zf_mid = __syncthreads_and(zf_lmax{d} <= 24u);"
+                ),
+                _ => "    __syncthreads();\n    const bool zf_short = false, zf_mid = false;"
+                    .to_string(),
+            },
             small = match d {
                 Some(d) => format!("zf_nb{d} < (1u << 20)"),
                 None => "false".to_string(),
@@ -993,13 +1108,46 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
       return;
     }}
-    // The offsets need no codes.
-    if (ow == 8u) {{
+    // The offsets need no codes: 16 bytes a store where the offsets are so aligned.
+    if (ow != 0u && ((size_t)o & 15u) == 0u && r0 % 4u == 0u) {{
+      for (u32 r = r0 + 4u * threadIdx.x; r < r1; r += 4u * ZF_THREADS) {{
+        const u64 v = at + (u64)r * L;
+        if (r + 4u > r1) {{
+          for (u32 x = r; x < r1; ++x) {{
+            if (ow == 8u) ((u64*)o)[x] = v + (u64)(x - r) * L; else ((u32*)o)[x] = (u32)(v + (u64)(x - r) * L);
+          }}
+        }} else if (ow == 8u) {{
+          ((ulonglong2*)o)[r / 2u] = make_ulonglong2(v, v + L);
+          ((ulonglong2*)o)[r / 2u + 1u] = make_ulonglong2(v + 2u * L, v + 3u * L);
+        }} else {{
+          const u32 w = (u32)v;
+          ((uint4*)o)[r / 4u] = make_uint4(w, w + L, w + 2u * L, w + 3u * L);
+        }}
+      }}
+    }} else if (ow == 8u) {{
       for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) ((u64*)o)[r] = at + (u64)r * L;
     }} else if (ow == 4u) {{
       for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) ((u32*)o)[r] = (u32)(at + (u64)r * L);
     }}
-    if (zf_sb{d} && L != 0u && L <= ZF_STR_STAGE / 64u) {{
+    if (zf_sb{d} && L == 1u) {{
+      // One byte a row (flags): each warp takes ZF_FIX_PIECE bytes of the output at a time
+      // (at its 16-byte alignment), looks its rows' codes up into its own part of the stage
+      // and stores them 16 bytes a lane; no block barrier.
+      const u32 lane = threadIdx.x & 31u;
+      u8* const wst = zf_stage + (threadIdx.x >> 5) * (ZF_FIX_PIECE + 16u);
+      const u64 ga = at + r0, gz = at + r1, gb = ga & ~15ull;
+      const u32 npc = (u32)((gz - gb + ZF_FIX_PIECE - 1u) / ZF_FIX_PIECE);
+      for (u32 pc = threadIdx.x >> 5; pc < npc; pc += ZF_THREADS / 32u) {{
+        const u64 pa = max(gb + (u64)pc * ZF_FIX_PIECE, ga), pz = min(gb + (u64)(pc + 1u) * ZF_FIX_PIECE, gz);
+        u8* const st = wst + ((u32)pa & 15u);
+        {each}(e, (u32)(pa - at), (u32)(pz - pa), lane, 32u, [&](u32 i, u32 c) {{
+          if (c < zf_m{d}) st[i] = zf_sdict[zf_dsh{d} + c]; else atomicOr(e.err, ZF_ERR_DICT);
+        }});
+        __syncwarp();
+        zf_store_from(out, wst, pa, pz, lane, 32u);
+        __syncwarp();
+      }}
+    }} else if (zf_sb{d} && L != 0u && L <= ZF_STR_STAGE / 64u) {{
       // Windows of rows: their bytes assembled in the stage at the output's alignment (the
       // codes decoded as their encoding lays them out), then stored 16 bytes at a time.
       const u32 wrows = (ZF_STR_STAGE - 16u) / L;
@@ -1007,22 +1155,15 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         const u32 wn = min(wrows, r1 - w0);
         const u64 g0 = at + (u64)w0 * L, g1 = g0 + (u64)wn * L;
         u8* const st = zf_stage + ((u32)g0 & 15u);
-        if (L == 1u) {{
-          // One byte a row (flags): one load and one store.
-          {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
-            if (c < zf_m{d}) st[i] = zf_sdict[zf_dsh{d} + c]; else atomicOr(e.err, ZF_ERR_DICT);
-          }});
-        }} else {{
-          {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
-            if (c < zf_m{d}) {{
-              const u8* const src = zf_sdict + zf_dsh{d} + c * L;
-              u8* const dst = st + i * L;
-              for (u32 x = 0u; x < L; ++x) dst[x] = src[x];
-            }} else {{
-              atomicOr(e.err, ZF_ERR_DICT);
-            }}
-          }});
-        }}
+        {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
+          if (c < zf_m{d}) {{
+            const u8* const src = zf_sdict + zf_dsh{d} + c * L;
+            u8* const dst = st + i * L;
+            for (u32 x = 0u; x < L; ++x) dst[x] = src[x];
+          }} else {{
+            atomicOr(e.err, ZF_ERR_DICT);
+          }}
+        }});
         __syncthreads();
         zf_store_stage(out, g0, g1);
         __syncthreads();
