@@ -2715,7 +2715,7 @@ mod tests {
                 "{plan}"
             );
             // A `strdict` tile of entries of at most 8 or 24 bytes takes one step a token (of
-            // three or seven words); a `words` tile keeps the general step.
+            // three or seven words); a `words` tile one of five words for tokens of at most 16.
             for n in [
                 "const bool zf_short = __syncthreads_and(zf_lmax2 <= 8u);",
                 "const bool zf_mid = __syncthreads_and(zf_lmax2 <= 24u);",
@@ -2727,6 +2727,12 @@ mod tests {
                     "{plan}: {n}"
                 );
             }
+            assert_eq!(
+                k.source
+                    .contains("zf_short = false, zf_mid = __syncthreads_and(zf_lmax2 <= 16u);"),
+                plan.starts_with("words"),
+                "{plan}"
+            );
             let offsets = if plan.starts_with("words") {
                 "((u32*)o)[rb + i] = (u32)v;"
             } else {

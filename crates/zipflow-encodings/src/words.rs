@@ -85,6 +85,11 @@ fn token_len(s: &[u8]) -> usize {
 /// kernels).
 pub const MERGED_DICT_BYTES: usize = 24 * 1024 - 4;
 
+/// Bytes up to which neighbours join into one token when the codes have a fixed width: the GPU
+/// expansion (`zipflow-cuda`) assembles a token of up to 16 bytes in one step, and a warp
+/// repeats the step for all its lanes when one lane's token is longer.
+pub const MERGED_TOKEN_BYTES: usize = 16;
+
 /// Cuts byte slices into tokens, merges frequent neighbours, and builds the frequency-ranked
 /// dictionary.
 #[derive(Default)]
@@ -145,8 +150,9 @@ impl<'a> Tokenizer<'a> {
 
     /// Joins frequent pairs of neighbouring tokens (within a slice) into one token: fewer,
     /// longer tokens are fewer codes to store and to expand. With fixed-width codes the
-    /// dictionary keeps its code width and stays within [`MERGED_DICT_BYTES`], and a pair pays
-    /// when the codes it saves outweigh its entry. With `entropy`-coded codes the dictionary
+    /// dictionary keeps its code width and stays within [`MERGED_DICT_BYTES`], a joined token
+    /// within [`MERGED_TOKEN_BYTES`], and a pair pays when the codes it saves outweigh its
+    /// entry. With `entropy`-coded codes the dictionary
     /// may double, and a pair pays when its places cost fewer bits as one token (at its own
     /// frequency) than as two, by four times its entry. A joined token is new to the
     /// dictionary (a token's end depends only on its own bytes and the one after it, so the
@@ -182,7 +188,7 @@ impl<'a> Tokenizer<'a> {
                 if i % step == 0
                     && often[a as usize]
                     && often[b as usize]
-                    && len(a) + len(b) <= SLOT
+                    && len(a) + len(b) <= if entropy { SLOT } else { MERGED_TOKEN_BYTES }
                 {
                     *pairs.entry(key(a, b)).or_default() += step as u32;
                 }
@@ -941,6 +947,27 @@ mod tests {
         assert!(dict.len() <= 512, "{} entries", dict.len());
         assert!(dict.data.len() <= MERGED_DICT_BYTES);
         assert!((0..dict.len()).any(|i| dict.get(i) == Some(&b"it was "[..])));
+        // And so does the token budget with codes of a fixed width, where entropy-coded codes
+        // join a frequent pair of long words.
+        let mut long = Vec::new();
+        while long.len() < 200_000 {
+            long.extend_from_slice(b"alphabetical wonderfully ");
+            long.extend_from_slice(format!("w{} ", r() % 300).as_bytes());
+        }
+        let longest =
+            |d: &ByteStrings| (0..d.len()).filter_map(|i| d.get(i)).map(<[u8]>::len).max();
+        let (fixed, _) = tokenize(&long, false)?;
+        assert!(
+            longest(&fixed) <= Some(MERGED_TOKEN_BYTES),
+            "{:?}",
+            longest(&fixed)
+        );
+        let (coded, _) = tokenize(&long, true)?;
+        assert!(
+            longest(&coded) > Some(MERGED_TOKEN_BYTES),
+            "{:?}",
+            longest(&coded)
+        );
         let mut out = Vec::new();
         expand(&codes, &dict, text.len(), &mut out)?;
         assert_eq!(out, text);

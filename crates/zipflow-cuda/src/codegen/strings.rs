@@ -884,9 +884,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       }}
       }}
 "#,
-                        // A `words` root takes the general step only (its flags are false).
+                        // A `words` root has no short step, and one step of five words for
+                        // tokens of at most 16 bytes.
                         step_short = if words { String::new() } else { one_step(2, d) },
-                        step_mid = if words { String::new() } else { one_step(6, d) },
+                        step_mid = one_step(if words { 4 } else { 6 }, d),
                         smem = window(&format!("zf_sdict[zf_dsh{d} + so[j] + (x - q)]")),
                         global = window(&format!("zf_n{bytes}(e, so[j] + (x - q))")),
                     ),
@@ -1036,6 +1037,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             short = match d {
                 Some(d) if !words => format!(
                     "    // Whether every dictionary entry is packed in shared memory with at most 8 (24) bytes.\n    const bool zf_short = __syncthreads_and(zf_lmax{d} <= 8u);\n    const bool zf_mid = __syncthreads_and(zf_lmax{d} <= 24u);"
+                ),
+                Some(d) => format!(
+                    "    // Whether every token is packed in shared memory with at most 16 bytes.\n    const bool zf_short = false, zf_mid = __syncthreads_and(zf_lmax{d} <= 16u);"
                 ),
                 _ => "    __syncthreads();\n    const bool zf_short = false, zf_mid = false;"
                     .to_string(),
