@@ -2727,6 +2727,12 @@ mod tests {
                     "{plan}: {n}"
                 );
             }
+            // A thread's four codes come in one 16-byte load.
+            assert!(
+                k.source
+                    .contains("const uint4 zf_cq = ((const uint4*)codes)[threadIdx.x];"),
+                "{plan}"
+            );
             assert_eq!(
                 k.source
                     .contains("zf_short = false, zf_mid = __syncthreads_and(zf_lmax2 <= 16u);"),

@@ -333,7 +333,7 @@ impl Gen<'_> {
 // Consecutive tokens per thread in a tile, consecutive rows per thread in a segment.
 #define ZF_TOK_ITEMS {items}u
 #define ZF_ROW_ITEMS {rows}u
-#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK
+#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK || ZF_TOK_ITEMS != 4
 #error "string tiles and segments must be whole multiples of the block"
 #endif
 // A `words` segment's counts go where a tile's token positions go later.
@@ -806,7 +806,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 };
                 (
                     format!(
-                        "const u32 c = codes[threadIdx.x * ZF_TOK_ITEMS + j];\n          if (c < zf_m{d}) {{\n            zf_entry(zf_m{d} < ZF_STR_OFFS, zf_goff{d}, c, so[j], sl[j]);\n          }} else {{\n            atomicOr(e.err, ZF_ERR_DICT);\n          }}"
+                        "const u32 c = cq[j];\n          if (c < zf_m{d}) {{\n            zf_entry(zf_m{d} < ZF_STR_OFFS, zf_goff{d}, c, so[j], sl[j]);\n          }} else {{\n            atomicOr(e.err, ZF_ERR_DICT);\n          }}"
                     ),
                     format!(
                         r#"      const u64 g = at + B0 + bc, gb = g & ~15ull;
@@ -863,7 +863,6 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         }}
         __syncthreads();
         zf_store_stage(out, g, g + ttot);
-        __syncthreads();
       }} else {{
       // Otherwise byte by byte, in windows of the stage, each at the output's alignment.
       for (u32 w0 = 0u; w0 < (u32)ttot; w0 += ZF_STR_STAGE - 16u) {{
@@ -882,6 +881,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         zf_store_stage(out, g0, g1);
         __syncthreads();
       }}
+      // Also when the tile has no bytes: the offsets read the positions.
+      __syncthreads();
       }}
 "#,
                         // A `words` root has no short step, and one step of five words for
@@ -896,10 +897,11 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             None => {
                 let bytes = ch(1);
                 (
-                    "sl[j] = codes[threadIdx.x * ZF_TOK_ITEMS + j];".to_string(),
+                    "sl[j] = cq[j];".to_string(),
                     format!(
                         r#"      // Plain strings: the tile's bytes are the bytes child's, in place.
       for (u32 x = threadIdx.x; x < (u32)ttot; x += ZF_THREADS) out[at + B0 + bc + x] = zf_n{bytes}(e, B0 + bc + x);
+      __syncthreads();
 "#
                     ),
                 )
@@ -943,6 +945,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       const u32* const codes = zf_scode + (seg_codes ? tt : 0u);
       // ZF_TOK_ITEMS consecutive tokens per thread: its bytes are one run.
       const u32 tb = tt + threadIdx.x * ZF_TOK_ITEMS;
+      // Its codes in one 16-byte load (those past the segment's tokens are not used).
+      const uint4 zf_cq = ((const uint4*)codes)[threadIdx.x];
+      const u32 cq[ZF_TOK_ITEMS] = {{zf_cq.x, zf_cq.y, zf_cq.z, zf_cq.w}};
       u32 so[ZF_TOK_ITEMS], sl[ZF_TOK_ITEMS];
       u64 lsum = 0ull;
 #pragma unroll
@@ -969,15 +974,13 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         break;
       }}
       if (ow != 0u) {{
-        u32 p = bc + (u32)p0;
-#pragma unroll
-        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
-          zf_stp[threadIdx.x * ZF_TOK_ITEMS + j] = p;
-          p += sl[j];
-        }}
+        const u32 p = bc + (u32)p0;
+        ((uint4*)zf_stp)[threadIdx.x] = make_uint4(p, p + sl[0], p + sl[0] + sl[1], p + sl[0] + sl[1] + sl[2]);
       }}
-{copy}      __syncthreads();
-{offsets}      __syncthreads();
+      // The copy ends with a barrier, so the offsets read the positions whole. No barrier
+      // after them: the next tile's first (in its sum) comes before anything it writes to
+      // shared memory.
+{copy}{offsets}
       bc += (u32)ttot;
     }}
     if (!good || bc != bseg) {{
