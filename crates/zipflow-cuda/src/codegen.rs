@@ -2727,12 +2727,14 @@ mod tests {
                     "{plan}: {n}"
                 );
             }
-            // A thread's four codes come in one 16-byte load.
-            assert!(
-                k.source
-                    .contains("const uint4 zf_cq = ((const uint4*)codes)[threadIdx.x];"),
-                "{plan}"
-            );
+            // A thread's four codes come in one 16-byte load, and a tile's sum takes one
+            // barrier.
+            for n in [
+                "const uint4 zf_cq = ((const uint4*)codes)[threadIdx.x];",
+                "p0 = zf_scan_tile<u64>(lsum, &ttot, zf_flip);",
+            ] {
+                assert!(k.source.contains(n), "{plan}: {n}");
+            }
             assert_eq!(
                 k.source
                     .contains("zf_short = false, zf_mid = __syncthreads_and(zf_lmax2 <= 16u);"),

@@ -164,6 +164,35 @@ __device__ __forceinline__ void zf_store_stage(u8* __restrict__ out, u64 g0, u64
   zf_store_from(out, zf_stage, g0, g1, threadIdx.x, ZF_THREADS);
 }
 
+// A string tile's block-wide exclusive sum (wrapping) with one barrier: the warps' totals go
+// to one of two buffers in turn (`flip`, uniform), so a call writes without a barrier before:
+// the last readers of that buffer passed the barrier of the call in between. Every warp then
+// sums the totals itself. All threads of the block call it.
+template <typename A>
+__device__ __forceinline__ A zf_scan_tile(A x, A* total, u32& flip) {
+  __shared__ A ws[2][ZF_THREADS / 32u];
+  const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  A incl = x;
+#pragma unroll
+  for (u32 d = 1u; d < 32u; d <<= 1) {
+    const A y = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += y;
+  }
+  A* const buf = ws[flip];
+  flip ^= 1u;
+  if (lane == 31u) buf[warp] = incl;
+  __syncthreads();
+  A w = lane < ZF_THREADS / 32u ? buf[lane] : (A)0;
+#pragma unroll
+  for (u32 d = 1u; d < ZF_THREADS / 32u; d <<= 1) {
+    const A y = __shfl_up_sync(0xffffffffu, w, d);
+    if (lane >= d) w += y;
+  }
+  const A before = __shfl_sync(0xffffffffu, w, (warp + 31u) & 31u);
+  *total = __shfl_sync(0xffffffffu, w, ZF_THREADS / 32u - 1u);
+  return (warp == 0u ? (A)0 : before) + incl - x;
+}
+
 // The sum over a warp, in every lane.
 __device__ __forceinline__ u64 zf_warp_sum(u64 x) {
 #pragma unroll
@@ -937,6 +966,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     const u32 tseg = T1 - T0, bseg = B1 - B0;
     u32 bc = 0u;
     bool good = true;
+    u32 zf_flip = 0u;
     for (u32 tt = 0u; tt < tseg; tt += ZF_TILE_TOK) {{
       if (!seg_codes) {{
         {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
@@ -963,10 +993,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       u64 ttot, p0;
       if ({small}) {{
         u32 t32;
-        p0 = zf_scan_excl<u32>((u32)lsum, &t32);
+        p0 = zf_scan_tile<u32>((u32)lsum, &t32, zf_flip);
         ttot = t32;
       }} else {{
-        p0 = zf_scan_excl<u64>(lsum, &ttot);
+        p0 = zf_scan_tile<u64>(lsum, &ttot, zf_flip);
       }}
       // Uniform: the tile's bytes fit the segment's (else the chunk is corrupt).
       if ((u64)bc + ttot > (u64)bseg) {{
