@@ -152,9 +152,9 @@ impl<'a> Tokenizer<'a> {
     /// longer tokens are fewer codes to store and to expand. With fixed-width codes the
     /// dictionary keeps its code width and stays within [`MERGED_DICT_BYTES`], a joined token
     /// within [`MERGED_TOKEN_BYTES`], and a pair pays when the codes it saves outweigh its
-    /// entry. With `entropy`-coded codes the dictionary
-    /// may double, and a pair pays when its places cost fewer bits as one token (at its own
-    /// frequency) than as two, by four times its entry. A joined token is new to the
+    /// entry. With `entropy`-coded codes the dictionary may double, and a pair pays when its
+    /// places cost fewer bits as one token (at its own frequency) than as two, by four times
+    /// its entry. A joined token is new to the
     /// dictionary (a token's end depends only on its own bytes and the one after it, so the
     /// same bytes never cut as one token), and entries no token uses any more keep a count of
     /// zero.

@@ -23,9 +23,9 @@
 //!   assembled in shared memory at the output's alignment and stored 16 bytes at a time, and
 //!   each row whose first token falls in the tile writes its offset.
 //!
-//! A `strdict` or `plain` root is the same with one token per row; when every packed entry of
-//! a `strdict` has at most 8 bytes, a tile takes one assembly step a token (three words read)
-//! instead of one per 16 bytes. Entries of one length need no table: their offsets are
+//! A `strdict` or `plain` root is the same with one token per row. When every packed entry of
+//! a `strdict` has at most 8 or 24 bytes (every token of a `words` root at most 16), a tile
+//! takes one assembly step a token ([`one_step`]) instead of one per 16 bytes. Entries of one length need no table: their offsets are
 //! arithmetic (stored 16 bytes at a time), and with one byte each warp of the expansion
 //! takes [`FIXED_PIECE`] bytes of the output at a time into its own part of the stage, with
 //! no block barrier. In the first kernel, a chunk with fewer segments than warps shares each
@@ -223,6 +223,7 @@ __device__ u64 zf_tab_scan(u32* t, u32 nseg, u32 cap) {
 /// pending bits and stores the words it fills (the run's first word is or-ed in last, as in
 /// the 16-byte steps). A missing token (length 0) leaves everything as it was.
 fn one_step(kw: usize, d: usize) -> String {
+    let (bytes, read) = (4 * kw, kw + 1);
     let list = |f: &dyn Fn(usize) -> String, n: usize| (0..n).map(f).collect::<Vec<_>>().join(", ");
     let loads = list(&|i| format!("d{i} = dw[wa + {i}u]"), kw + 1);
     let ts = list(
@@ -245,7 +246,8 @@ fn one_step(kw: usize, d: usize) -> String {
         format!("full == {i}u ? o{i} : {acc}")
     });
     format!(
-        r#"#pragma unroll
+        r#"            // Every entry has at most {bytes} bytes: one step a token, {read} words read.
+#pragma unroll
             for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
               const u32 src = zf_dsh{d} + so[j], wa = src >> 2, sh = (src & 3u) * 8u;
               const u32 {loads};
@@ -363,7 +365,7 @@ impl Gen<'_> {
 #define ZF_TOK_ITEMS {items}u
 #define ZF_ROW_ITEMS {rows}u
 #if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK || ZF_TOK_ITEMS != 4
-#error "string tiles and segments must be whole multiples of the block"
+#error "string tiles and segments must be whole multiples of the block, four tokens a thread"
 #endif
 // A `words` segment's counts go where a tile's token positions go later.
 #if {words} && ZF_SEG_ROWS > ZF_TILE_TOK
@@ -853,9 +855,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           const u32* const dw = (const u32*)zf_sdict;
           u32 wi = wf, nb = (a0 & 3u) * 8u, pend = 0u, first = 0u;
           if (zf_short) {{
-            // Every entry has at most 8 bytes: one step a token, three words read.
 {step_short}          }} else if (zf_mid) {{
-            // Every entry has at most 24 bytes: one step a token, seven words read.
 {step_mid}          }} else {{
 #pragma unroll
           for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
@@ -1065,8 +1065,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 None => String::new(),
             },
             // Whether every dictionary entry is packed in shared memory with at most 8 or 24
-            // bytes (a `words` root's tokens are longer: it keeps the one barrier, and one
-            // path).
+            // bytes (a `words` root's tokens: at most 16), for the one-step paths.
             short = match d {
                 Some(d) if !words => format!(
                     "    // Whether every dictionary entry is packed in shared memory with at most 8 (24) bytes.\n    const bool zf_short = __syncthreads_and(zf_lmax{d} <= 8u);\n    const bool zf_mid = __syncthreads_and(zf_lmax{d} <= 24u);"
