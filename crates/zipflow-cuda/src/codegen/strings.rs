@@ -25,11 +25,11 @@
 //!
 //! A `strdict` or `plain` root is the same with one token per row. When every packed entry of
 //! a `strdict` has at most 8 or 24 bytes (every token of a `words` root at most 16), a tile
-//! takes one assembly step a token ([`one_step`]) instead of one per 16 bytes. Entries of one length need no table: their offsets are
-//! arithmetic (stored 16 bytes at a time), and with one byte each warp of the expansion
-//! takes [`FIXED_PIECE`] bytes of the output at a time into its own part of the stage, with
-//! no block barrier. In the first kernel, a chunk with fewer segments than warps shares each
-//! segment's byte sum among several warps. Offsets are `u32` or `u64`
+//! takes one assembly step a token instead of one per 16 bytes. Entries of one length need
+//! no table: their offsets are arithmetic (stored 16 bytes at a time), and with one byte each
+//! warp of the expansion takes [`FIXED_PIECE`] bytes of the output at a time into its own
+//! part of the stage, with no block barrier. In the first kernel, a chunk with fewer segments
+//! than warps shares each segment's byte sum among several warps. Offsets are `u32` or `u64`
 //! (the host picks per column), relative to the start of the column's bytes, or not written
 //! at all when only the bytes are wanted.
 //!
