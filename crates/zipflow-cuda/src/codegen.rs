@@ -663,8 +663,12 @@ extern "C" __global__ void __launch_bounds__({bounds})
         // A `words` expansion holds two blocks of 512 threads per multiprocessor (its shared
         // memory allows no more): registers are capped to fit them, as the loop over a
         // block's segments would otherwise take more.
+        // Entries of one length: three blocks fit by shared memory, and registers are capped
+        // to fit them too (the unchecked and checked lookups would otherwise take more).
         let bounds = if g.segments_per_block() > 1 {
             "ZF_THREADS, 1024 / ZF_THREADS"
+        } else if g.fixed_length(0).is_some() {
+            "ZF_THREADS, 1536 / ZF_THREADS"
         } else {
             "ZF_THREADS"
         };

@@ -351,6 +351,13 @@ fn string_streams() -> Vec<Values> {
     out.push(of((0..70_000)
         .map(|i| [b"A".to_vec(), b"N".to_vec(), b"R".to_vec()][(i * 7 + (i >> 3)) % 3].clone())
         .collect()));
+    // Two flags, as l_linestatus, and eight (a dictionary that just fits two registers).
+    out.push(of((0..70_000)
+        .map(|i| vec![[b'F', b'O'][(i * 3 + (i >> 5)) % 2]])
+        .collect()));
+    out.push(of((0..70_000)
+        .map(|i| vec![b'a' + ((i * 5 + (i >> 6)) % 8) as u8])
+        .collect()));
     // Codes of three bytes, as l_shipmode's first letters: a segment's bytes fill the stage
     // more than once.
     out.push(of((0..70_000)
@@ -651,6 +658,18 @@ fn corrupt_strings_are_errors() -> Result<()> {
     node.children[0].buffers[0][40] = 3;
     let e = decode_trees(&gpu, PType::Bytes, &[&node.to_bytes()?], Some(&[5000]));
     assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    // Codes whose encoding reaches past the three entries (two bits, or digits of base 5):
+    // bytes of ones in their words make codes of 3 and past.
+    for plan in ["strdict(codes: bitpack(2))", "strdict(codes: radix(5))"] {
+        let mut node = encode(&plan.parse()?, &ones)?;
+        let w = &mut node.children[0].buffers[0];
+        let at = w.len() / 2;
+        w[at..at + 4].fill(0xff);
+        let bytes = node.to_bytes()?;
+        assert!(decode_bytes(&bytes).is_err(), "{plan}: the CPU accepts it");
+        let e = decode_trees(&gpu, PType::Bytes, &[&bytes], Some(&[5000]));
+        assert!(matches!(e, Err(Error::Corrupt { .. })), "{plan}: {e:?}");
+    }
     // Token counts that ask for more tokens than the codes hold.
     let mut node = encode(&"words(codes: plain, counts: plain)".parse()?, &flags)?;
     node.children[2].buffers[0][0..4].copy_from_slice(&7u32.to_le_bytes());

@@ -143,6 +143,14 @@ __device__ __forceinline__ void zf_entry(bool sm, const u32* __restrict__ g, u32
   }
 }
 
+// Byte `c` (below 8) of the eight in `lo`, `hi`: one byte permute (the intrinsic would mask
+// the selector first).
+__device__ __forceinline__ u32 zf_pick8(u32 lo, u32 hi, u32 c) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(c));
+  return r;
+}
+
 // Stores output bytes [g0, g1) from `st`, which holds output byte x at byte
 // x - (g0 rounded down to 16): the 16-byte words in between whole, the ends byte by byte
 // (threads t of nt, at least 16).
@@ -611,7 +619,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     /// `v` at position `first + i` of `u32` node `k`, `i < cnt`, each once, in no particular
     /// order (all `nth` threads must call it). A bit-packed node is read lane by
     /// lane as FastLanes lays it out (each thread walks eight rows of one lane, so a warp's
-    /// loads are consecutive words); others value by value.
+    /// loads are consecutive words); others value by value. `zf_each<k><true>` gives bit-packed
+    /// items and `radix` groups away from the range's edges a path without bounds checks:
+    /// it pays where `f` is a few instructions (one-byte entries), and costs registers where
+    /// it is not.
     fn stage_values(&mut self, k: usize) -> String {
         let name = format!("zf_each{k}");
         if self.staged.contains(&k) {
@@ -642,15 +653,28 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     const u32 bit = g * 8u * W;
     u32 k = bit >> 5, sh = bit & 31u;
     u64 win = (u64)__ldg(lw + 32u * k) | (k + 1u < W ? (u64)__ldg(lw + 32u * (k + 1u)) << 32 : 0ull);
+    // With SPLIT, an item whose eight values all lie in the range (all but the edges) goes
+    // unchecked.
+    const bool whole = SPLIT && base >= first && base + 896u < first + cnt;
+    if (8u * W <= 32u) {{
+      // All eight values lie in the window from `sh`: constant shifts.
+      const u64 x = win >> sh;
 #pragma unroll
-    for (u32 s = 0u; s < 8u; ++s) {{
-      const u32 p = base + 128u * s - first;
-      if (p < cnt) f(p, (u32)(win >> sh) & mask);
-      sh += W;
-      if (sh >= 32u) {{
-        sh -= 32u;
-        ++k;
-        win = (win >> 32) | (k + 1u < W ? (u64)__ldg(lw + 32u * (k + 1u)) << 32 : 0ull);
+      for (u32 s = 0u; s < 8u; ++s) {{
+        const u32 p = base + 128u * s - first;
+        if (whole || p < cnt) f(p, (u32)(x >> (s * W)) & mask);
+      }}
+    }} else {{
+#pragma unroll
+      for (u32 s = 0u; s < 8u; ++s) {{
+        const u32 p = base + 128u * s - first;
+        if (whole || p < cnt) f(p, (u32)(win >> sh) & mask);
+        sh += W;
+        if (sh >= 32u) {{
+          sh -= 32u;
+          ++k;
+          win = (win >> 32) | (k + 1u < W ? (u64)__ldg(lw + 32u * (k + 1u)) << 32 : 0ull);
+        }}
       }}
     }}
   }}
@@ -664,7 +688,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             format!("  for (u32 i = tid; i < cnt; i += nth) f(i, (u32)zf_n{k}(e, first + i));\n")
         };
         self.src.push_str(&format!(
-            "\n// node {k}: f(i, value first + i) for i < cnt (the calling threads)\ntemplate <typename F>\n__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, u32 tid, u32 nth, F f) {{\n{body}}}\n"
+            "\n// node {k}: f(i, value first + i) for i < cnt (the calling threads); SPLIT: a separate\n// unchecked path for values away from the range's edges, where the encoding has one\ntemplate <bool SPLIT = false, typename F>\n__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, u32 tid, u32 nth, F f) {{\n{body}}}\n"
         ));
         name
     }
@@ -695,11 +719,22 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
   const u32 G1 = (first + cnt - 1u) / {m}u + 1u;
   for (u32 g = first / {m}u + tid; g < G1; g += nth) {{
-{group}#pragma unroll
-    for (u32 d = 0u; d < {m}u; ++d) {{
-      const u32 q = rest / {base}u, i = g * {m}u + d - first;
-      if (i < cnt) f(i, (rest - q * {base}u){add});
-      rest = q;
+{group}    const u32 i0 = g * {m}u - first;
+    if (SPLIT && g * {m}u >= first && i0 + {m}u <= cnt) {{
+      // With SPLIT, a whole group (all but the edges): its digits go unchecked.
+#pragma unroll
+      for (u32 d = 0u; d < {m}u; ++d) {{
+        const u32 q = rest / {base}u;
+        f(i0 + d, (rest - q * {base}u){add});
+        rest = q;
+      }}
+    }} else {{
+#pragma unroll
+      for (u32 d = 0u; d < {m}u; ++d) {{
+        const u32 q = rest / {base}u, i = i0 + d;
+        if (i < cnt) f(i, (rest - q * {base}u){add});
+        rest = q;
+      }}
     }}
   }}
 "#,
@@ -1106,6 +1141,17 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         }
     }
 
+    /// The number of values node `k`'s encoding can express at all, where the shape fixes
+    /// it: a `radix` base, or two to a compiled `bitpack` width.
+    fn code_domain(&self, k: usize) -> Option<u32> {
+        let n = &self.nodes[k];
+        match n.op {
+            Op::Radix => n.width,
+            Op::BitPack => n.width.filter(|&w| w < 32).map(|w| 1u32 << w),
+            _ => None,
+        }
+    }
+
     /// A `strdict` root whose entries all have `length` bytes: row `r`'s bytes start at
     /// `r * length`, so the segment table is arithmetic and each row is expanded on its own
     /// (its code, its bytes, its offset), with no sum over the rows.
@@ -1131,6 +1177,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             tab = b + 4,
         ));
         let each = self.stage_values(codes);
+        let (domain, trusted) = match self.code_domain(codes) {
+            Some(dom) => (format!("codes below {dom}"), format!("{dom}u <= zf_m{d}")),
+            None => ("here unknown".to_string(), "false".to_string()),
+        };
         let expansion = format!(
             r#"  {{ // node {k}: strdict (entries of one length L): row r's bytes at r * L
     const u32 n = len, L = {length};
@@ -1173,12 +1223,28 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       u8* const wst = zf_stage + (threadIdx.x >> 5) * (ZF_FIX_PIECE + 16u);
       const u64 ga = at + r0, gz = at + r1, gb = ga & ~15ull;
       const u32 npc = (u32)((gz - gb + ZF_FIX_PIECE - 1u) / ZF_FIX_PIECE);
+      // Up to eight entries: the dictionary in two registers, and a code's byte one byte
+      // permute. When the codes' encoding cannot reach past the dictionary ({domain}), they
+      // go unchecked.
+      u32 dl = 0u, dh = 0u;
+#pragma unroll
+      for (u32 x = 0u; x < 4u; ++x) {{
+        dl |= (u32)zf_sdict[zf_dsh{d} + x] << (8u * x);
+        dh |= (u32)zf_sdict[zf_dsh{d} + 4u + x] << (8u * x);
+      }}
+      const bool trusted = zf_m{d} <= 8u && {trusted};
       for (u32 pc = threadIdx.x >> 5; pc < npc; pc += ZF_THREADS / 32u) {{
         const u64 pa = max(gb + (u64)pc * ZF_FIX_PIECE, ga), pz = min(gb + (u64)(pc + 1u) * ZF_FIX_PIECE, gz);
         u8* const st = wst + ((u32)pa & 15u);
-        {each}(e, (u32)(pa - at), (u32)(pz - pa), lane, 32u, [&](u32 i, u32 c) {{
-          if (c < zf_m{d}) st[i] = zf_sdict[zf_dsh{d} + c]; else atomicOr(e.err, ZF_ERR_DICT);
-        }});
+        if (trusted) {{
+          {each}<true>(e, (u32)(pa - at), (u32)(pz - pa), lane, 32u, [&](u32 i, u32 c) {{
+            st[i] = (u8)zf_pick8(dl, dh, c);
+          }});
+        }} else {{
+          {each}(e, (u32)(pa - at), (u32)(pz - pa), lane, 32u, [&](u32 i, u32 c) {{
+            if (c < zf_m{d}) st[i] = zf_sdict[zf_dsh{d} + c]; else atomicOr(e.err, ZF_ERR_DICT);
+          }});
+        }}
         __syncwarp();
         zf_store_from(out, wst, pa, pz, lane, 32u);
         __syncwarp();
