@@ -2299,6 +2299,32 @@ mod tests {
             "{}",
             k.source
         );
+        // One-byte entries: looked up in registers, unchecked where the codes' encoding
+        // cannot pass the dictionary (a base of 3, two bits), whole groups and items
+        // without bounds checks; three blocks a multiprocessor.
+        for (plan, domain, split) in [
+            ("strdict(codes: radix)", "3u <= zf_m", "if (SPLIT && g * "),
+            (
+                "strdict(codes: bitpack)",
+                "4u <= zf_m",
+                "const bool whole = SPLIT && base >= first",
+            ),
+        ] {
+            let k = generate(&shape_of(plan, &flags)).unwrap_or_else(|e| panic!("{e}"));
+            for needle in [
+                domain,
+                split,
+                "st[i] = (u8)zf_pick8(dl, dh, c);",
+                "zf_each1<true>(e,",
+                "__launch_bounds__(ZF_THREADS, 1536 / ZF_THREADS)\nzf_expand",
+            ] {
+                assert!(k.source.contains(needle), "{plan}: no `{needle}`");
+            }
+        }
+        // Other codes (here `for` over bit-packing) are always checked.
+        let k = generate(&shape_of("strdict(codes: for | bitpack)", &flags))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(k.source.contains(" <= 8u && false;"));
         // Entries of several lengths keep the general expansion.
         let k = generate(&shape_of("strdict(codes: bitpack)", &texts()))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -2658,7 +2684,7 @@ mod tests {
             // Bit-packed codes are staged lane by lane; bytes are assembled a word at a time.
             (
                 "strdict(codes: bitpack)",
-                "if (p < cnt) f(p, (u32)(win >> sh) & mask);",
+                "if (whole || p < cnt) f(p, (u32)(win >> sh) & mask);",
             ),
             ("strdict(codes: bitpack)", "__funnelshift_l(t0, t1, nb)"),
             (
