@@ -670,6 +670,13 @@ fn corrupt_strings_are_errors() -> Result<()> {
         let e = decode_trees(&gpu, PType::Bytes, &[&bytes], Some(&[5000]));
         assert!(matches!(e, Err(Error::Corrupt { .. })), "{plan}: {e:?}");
     }
+    // A word code past the dictionary.
+    let mut node = encode(&"words(codes: plain, counts: plain)".parse()?, &flags)?;
+    node.children[0].buffers[0][40] = 9;
+    let bytes = node.to_bytes()?;
+    assert!(decode_bytes(&bytes).is_err(), "the CPU accepts it");
+    let e = decode_trees(&gpu, PType::Bytes, &[&bytes], None);
+    assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
     // Token counts that ask for more tokens than the codes hold.
     let mut node = encode(&"words(codes: plain, counts: plain)".parse()?, &flags)?;
     node.children[2].buffers[0][0..4].copy_from_slice(&7u32.to_le_bytes());

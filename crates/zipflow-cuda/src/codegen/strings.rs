@@ -526,6 +526,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
   u32* const zf_goff{k} = (u32*)(e.scratch + e.prm[{scratch}]);
   u32* const zf_gpk{k} = {packed};
   const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
+  // Whether every entry is packed in shared memory.
+  bool zf_allpk{k} = zf_m{k} < ZF_STR_OFFS;
   {{
     u64 carry = 0ull;
     for (u32 i0 = 0u; i0 < zf_m{k}; i0 += ZF_THREADS) {{
@@ -536,7 +538,11 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       if (i < zf_m{k}) {{
         const u32 v = (u32)min(s, (u64)0xffffffffu);
         zf_goff{k}[i] = v;
-        if (zf_m{k} < ZF_STR_OFFS) zf_soff[i] = zf_gpk{k}[i] = zf_pack(s, l);
+        if (zf_m{k} < ZF_STR_OFFS) {{
+          const u32 pk = zf_pack(s, l);
+          zf_soff[i] = zf_gpk{k}[i] = pk;
+          zf_allpk{k} &= pk != 0xffffffffu;
+        }}
       }}
       carry += tot;
     }}
@@ -546,8 +552,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       if (zf_m{k} < ZF_STR_OFFS) zf_soff[zf_m{k}] = zf_gpk{k}[zf_m{k}] = v;
       if (carry != (u64)zf_nb{k}) atomicOr(e.err, ZF_ERR_STR);
     }}
-    __syncthreads();
+    zf_allpk{k} = __syncthreads_and(zf_allpk{k});
   }}
+  (void)zf_allpk{k};
   const bool zf_dok{k} = zf_doff{k}[zf_m{k}] == zf_nb{k};
 "#
         ));
@@ -779,6 +786,23 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             ),
             None => "b += c;".to_string(),
         };
+        // With every entry packed in shared memory, a token's length is one load (its code
+        // clamped; a code past the dictionary is found from the largest of a warp's range,
+        // when it has one), and whole bit-packed items or radix groups go unchecked.
+        let sum_tokens = match d {
+            Some(d) => format!(
+                r#"        if (zf_allpk{d}) {{
+          u32 cmax = 0u;
+          {vals}<true>(e, (u32)a, (u32)(z - a), lane, 32u, [&](u32, u32 c) {{ cmax = max(cmax, c); b += zf_soff[min(c, zf_m{d})] >> 24; }});
+          if (z > a && cmax >= zf_m{d}) atomicOr(e.err, ZF_ERR_DICT);
+        }} else {{
+          {vals}(e, (u32)a, (u32)(z - a), lane, 32u, [&](u32, u32 c) {{ {sum_len} }});
+        }}"#
+            ),
+            None => format!(
+                "        {vals}(e, (u32)a, (u32)(z - a), lane, 32u, [&](u32, u32 c) {{ {sum_len} }});"
+            ),
+        };
         // The first kernel: a warp sums one segment's tokens (`c`, from its rows [r0, r1)),
         // later its tokens' bytes (`b`).
         let seg_tokens = match &counts {
@@ -822,7 +846,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         const u64 ta = tab[2u * s], tz = tab[2u * s + 2u];
         const u64 step = ((tz - ta + parts - 1u) / parts + 1023u) & ~1023ull;
         const u64 a = min(ta + q * step, tz), z = min(a + step, tz);
-        {vals}(e, (u32)a, (u32)(z - a), lane, 32u, [&](u32, u32 c) {{ {sum_len} }});
+{sum_tokens}
         b = zf_warp_sum(b);
       }}
       if (lane == 0u) zf_segb[threadIdx.x >> 5] = b;
@@ -861,6 +885,38 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) rt[i] = i;
     const u64 ctot = r1 - r0, cb = threadIdx.x * ZF_ROW_ITEMS;
 "#
+        };
+        // With every entry packed in shared memory (`zf_mid`), a token's entry is one load;
+        // a code past the dictionary reads as empty and is caught after the segment from
+        // the largest code (when the segment has tokens: with none the largest is no code).
+        let (fast_lookup, fast_end, cmax_decl, cmax_check) = match d {
+            Some(d) => (
+                format!(
+                    r#"      if (zf_mid) {{
+#pragma unroll
+        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
+          const bool in = tb + j < tseg;
+          const u32 c = cq[j], v = in && c < zf_m{d} ? zf_soff[c] : 0u;
+          zf_cmax = max(zf_cmax, in ? c : 0u);
+          so[j] = v & 0xffffffu;
+          sl[j] = v >> 24;
+          lsum += sl[j];
+        }}
+      }} else {{
+"#
+                ),
+                "      }
+"
+                .to_string(),
+                "    u32 zf_cmax = 0u;
+"
+                .to_string(),
+                format!(
+                    "    if (tseg != 0u && zf_cmax >= zf_m{d}) atomicOr(e.err, ZF_ERR_DICT);
+"
+                ),
+            ),
+            None => Default::default(),
         };
         let (token, copy) = match d {
             Some(d) => {
@@ -1002,7 +1058,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     u32 bc = 0u;
     bool good = true;
     u32 zf_flip = 0u;
-    for (u32 tt = 0u; tt < tseg; tt += ZF_TILE_TOK) {{
+{cmax_decl}    for (u32 tt = 0u; tt < tseg; tt += ZF_TILE_TOK) {{
       if (!seg_codes) {{
         {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
         __syncthreads();
@@ -1015,7 +1071,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       const u32 cq[ZF_TOK_ITEMS] = {{zf_cq.x, zf_cq.y, zf_cq.z, zf_cq.w}};
       u32 so[ZF_TOK_ITEMS], sl[ZF_TOK_ITEMS];
       u64 lsum = 0ull;
-#pragma unroll
+{fast_lookup}#pragma unroll
       for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
         so[j] = 0u;
         sl[j] = 0u;
@@ -1024,7 +1080,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         }}
         lsum += sl[j];
       }}
-      // Token lengths below 2^20 (a dictionary of fewer bytes) add up in 32 bits.
+{fast_end}      // Token lengths below 2^20 (a dictionary of fewer bytes) add up in 32 bits.
       u64 ttot, p0;
       if ({small}) {{
         u32 t32;
@@ -1048,7 +1104,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 {copy}{offsets}
       bc += (u32)ttot;
     }}
-    if (!good || bc != bseg) {{
+{cmax_check}    if (!good || bc != bseg) {{
       if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
     }} else if (ow != 0u) {{
       // Rows after the last token (empty strings).
