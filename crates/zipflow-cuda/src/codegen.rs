@@ -2699,6 +2699,20 @@ mod tests {
                 "words(codes: ans, counts: ans)",
                 "f(i, (u32)zf_n6(e, first + i));",
             ),
+            // With every entry packed, a token's length is one load in the segment sums and
+            // in the tiles, and a code past the dictionary is found from the largest.
+            (
+                "strdict(codes: bitpack)",
+                "cmax = max(cmax, c); b += zf_soff[min(c, zf_m2)] >> 24;",
+            ),
+            (
+                "words(codes: bitpack, counts: bitpack)",
+                "zf_cmax = max(zf_cmax, in ? c : 0u);",
+            ),
+            (
+                "words(codes: bitpack, counts: bitpack)",
+                "if (tseg != 0u && zf_cmax >= zf_m2) atomicOr(e.err, ZF_ERR_DICT);",
+            ),
         ];
         for (plan, needle) in cases {
             let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
