@@ -28,7 +28,11 @@
 //! takes one assembly step a token instead of one per 16 bytes. Entries of one length need
 //! no table: their offsets are arithmetic (stored 16 bytes at a time), and with one byte each
 //! warp of the expansion takes [`FIXED_PIECE`] bytes of the output at a time into its own
-//! part of the stage, with no block barrier. In the first kernel, a chunk with fewer segments
+//! part of the stage, with no block barrier; up to eight such entries sit in two registers
+//! and a code's byte is one byte permute, unchecked where the codes' encoding cannot pass the
+//! dictionary. When every entry is packed, a token's length is one shared load in the
+//! segment sums and in the tiles, and a code past the dictionary is caught from the largest.
+//! In the first kernel, a chunk with fewer segments
 //! than warps shares each segment's byte sum among several warps. Offsets are `u32` or `u64`
 //! (the host picks per column), relative to the start of the column's bytes, or not written
 //! at all when only the bytes are wanted.
