@@ -793,6 +793,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         // With every entry packed in shared memory, a token's length is one load (its code
         // clamped; a code past the dictionary is found from the largest of a warp's range,
         // when it has one), and whole bit-packed items or radix groups go unchecked.
+        let checked_sum =
+            format!("{vals}(e, (u32)a, (u32)(z - a), lane, 32u, [&](u32, u32 c) {{ {sum_len} }});");
         let sum_tokens = match d {
             Some(d) => format!(
                 r#"        if (zf_allpk{d}) {{
@@ -800,12 +802,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           {vals}<true>(e, (u32)a, (u32)(z - a), lane, 32u, [&](u32, u32 c) {{ cmax = max(cmax, c); b += zf_soff[min(c, zf_m{d})] >> 24; }});
           if (z > a && cmax >= zf_m{d}) atomicOr(e.err, ZF_ERR_DICT);
         }} else {{
-          {vals}(e, (u32)a, (u32)(z - a), lane, 32u, [&](u32, u32 c) {{ {sum_len} }});
+          {checked_sum}
         }}"#
             ),
-            None => format!(
-                "        {vals}(e, (u32)a, (u32)(z - a), lane, 32u, [&](u32, u32 c) {{ {sum_len} }});"
-            ),
+            None => format!("        {checked_sum}"),
         };
         // The first kernel: a warp sums one segment's tokens (`c`, from its rows [r0, r1)),
         // later its tokens' bytes (`b`).
@@ -893,31 +893,11 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         // With every entry packed in shared memory (`zf_mid`), a token's entry is one load;
         // a code past the dictionary reads as empty and is caught after the segment from
         // the largest code (when the segment has tokens: with none the largest is no code).
-        let (fast_lookup, fast_end, cmax_decl, cmax_check) = match d {
+        let (cmax_decl, cmax_check) = match d {
             Some(d) => (
+                "    u32 zf_cmax = 0u;\n".to_string(),
                 format!(
-                    r#"      if (zf_mid) {{
-#pragma unroll
-        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
-          const bool in = tb + j < tseg;
-          const u32 c = cq[j], v = in && c < zf_m{d} ? zf_soff[c] : 0u;
-          zf_cmax = max(zf_cmax, in ? c : 0u);
-          so[j] = v & 0xffffffu;
-          sl[j] = v >> 24;
-          lsum += sl[j];
-        }}
-      }} else {{
-"#
-                ),
-                "      }
-"
-                .to_string(),
-                "    u32 zf_cmax = 0u;
-"
-                .to_string(),
-                format!(
-                    "    if (tseg != 0u && zf_cmax >= zf_m{d}) atomicOr(e.err, ZF_ERR_DICT);
-"
+                    "    if (tseg != 0u && zf_cmax >= zf_m{d}) atomicOr(e.err, ZF_ERR_DICT);\n"
                 ),
             ),
             None => Default::default(),
@@ -1031,6 +1011,36 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 )
             }
         };
+        let checked_lookup = format!(
+            r#"#pragma unroll
+      for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
+        so[j] = 0u;
+        sl[j] = 0u;
+        if (tb + j < tseg) {{
+          {token}
+        }}
+        lsum += sl[j];
+      }}
+"#
+        );
+        let lookup = match d {
+            Some(d) => format!(
+                r#"      if (zf_mid) {{
+#pragma unroll
+        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
+          const bool in = tb + j < tseg;
+          const u32 c = cq[j], v = in && c < zf_m{d} ? zf_soff[c] : 0u;
+          zf_cmax = max(zf_cmax, in ? c : 0u);
+          so[j] = v & 0xffffffu;
+          sl[j] = v >> 24;
+          lsum += sl[j];
+        }}
+      }} else {{
+{checked_lookup}      }}
+"#
+            ),
+            None => checked_lookup,
+        };
         let expansion = format!(
             r#"  {{ // node {k}: {name} (byte strings): the offsets and bytes of one segment's rows
     const u32 n = len;
@@ -1075,16 +1085,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       const u32 cq[ZF_TOK_ITEMS] = {{zf_cq.x, zf_cq.y, zf_cq.z, zf_cq.w}};
       u32 so[ZF_TOK_ITEMS], sl[ZF_TOK_ITEMS];
       u64 lsum = 0ull;
-{fast_lookup}#pragma unroll
-      for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
-        so[j] = 0u;
-        sl[j] = 0u;
-        if (tb + j < tseg) {{
-          {token}
-        }}
-        lsum += sl[j];
-      }}
-{fast_end}      // Token lengths below 2^20 (a dictionary of fewer bytes) add up in 32 bits.
+{lookup}      // Token lengths below 2^20 (a dictionary of fewer bytes) add up in 32 bits.
       u64 ttot, p0;
       if ({small}) {{
         u32 t32;
