@@ -2771,14 +2771,21 @@ mod tests {
                     "{plan}: {n}"
                 );
             }
-            // A thread's four codes come in one 16-byte load, and a tile's sum takes one
-            // barrier.
-            for n in [
-                "const uint4 zf_cq = ((const uint4*)codes)[threadIdx.x];",
-                "p0 = zf_scan_tile<u64>(lsum, &ttot, zf_flip);",
-            ] {
+            // A thread's codes come in 16-byte loads (four a thread of a `words` tile, eight
+            // of a `strdict` or `plain` one), and a tile's sum takes one barrier.
+            let last_quad = if plan.starts_with("words") {
+                "const uint4 zf_cq0 = ((const uint4*)codes)[1u * threadIdx.x + 0u];"
+            } else {
+                "const uint4 zf_cq1 = ((const uint4*)codes)[2u * threadIdx.x + 1u];"
+            };
+            for n in [last_quad, "p0 = zf_scan_tile<u64>(lsum, &ttot, zf_flip);"] {
                 assert!(k.source.contains(n), "{plan}: {n}");
             }
+            assert_eq!(
+                k.source.contains("#define ZF_TOK_ITEMS 8u"),
+                !plan.starts_with("words"),
+                "{plan}"
+            );
             assert_eq!(
                 k.source
                     .contains("zf_short = false, zf_mid = __syncthreads_and(zf_lmax2 <= 16u);"),

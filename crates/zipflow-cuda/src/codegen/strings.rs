@@ -17,15 +17,16 @@
 //!   of the other blocks: it copies the packed entries and the dictionary's bytes to shared
 //!   memory 16 bytes at a time, once (a token's lookup is then one load); for each segment
 //!   it finds each row's first token (a `words` root's counts, one block-wide sum), and
-//!   walks the segment's tokens in tiles of
-//!   [`TILE_TOKENS`]. In a tile each thread takes consecutive tokens, so its bytes are one
-//!   contiguous run: a block-wide sum of the tokens' lengths places them, the bytes are
-//!   assembled in shared memory at the output's alignment and stored 16 bytes at a time, and
-//!   each row whose first token falls in the tile writes its offset.
+//!   walks the segment's tokens in tiles of [`TILE_TOKENS`] (four a thread). In a tile each
+//!   thread takes consecutive tokens, so its bytes are one contiguous run: a block-wide sum
+//!   of the tokens' lengths places them, the bytes are assembled in shared memory at the
+//!   output's alignment and stored 16 bytes at a time, and each row whose first token falls
+//!   in the tile writes its offset.
 //!
-//! A `strdict` or `plain` root is the same with one token per row. When every packed entry of
-//! a `strdict` has at most 8 or 24 bytes (every token of a `words` root at most 16), a tile
-//! takes one assembly step a token instead of one per 16 bytes. Entries of one length need
+//! A `strdict` or `plain` root is the same with one token per row, in tiles of [`TILE_ROWS`]
+//! (eight a thread, two tiles a block). When every packed entry of a `strdict` has at most 8
+//! or 24 bytes (every token of a `words` root at most 16), a tile takes one assembly step a
+//! token instead of one per 16 bytes. Entries of one length need
 //! no table: their offsets are arithmetic (stored 16 bytes at a time), and with one byte each
 //! warp of the expansion takes [`FIXED_PIECE`] bytes of the output at a time into its own
 //! part of the stage, with no block barrier; up to eight such entries sit in two registers
@@ -50,9 +51,10 @@ use zipflow_core::{PType, Result};
 pub const EXPAND_NAME: &str = "zf_expand";
 /// Rows of a chunk each expansion block of a `words` root takes.
 pub const SEGMENT_ROWS: u32 = 2048;
-/// Rows of a chunk each expansion block of a `strdict` or `plain` root takes (one token
-/// per row, so more rows amortise a block's dictionary).
-pub const SEGMENT_ROWS_STRINGS: u32 = 8192;
+/// Rows of a chunk each expansion block of a `strdict` or `plain` root takes (two tiles, so
+/// that a block's start, its dictionary and codes staged behind one barrier, is paid once
+/// for both: one tile a block lost 5 %).
+pub const SEGMENT_ROWS_STRINGS: u32 = 2 * TILE_ROWS;
 /// Rows of a chunk each expansion block of a `strdict` root with entries of one length takes:
 /// its rows need no sums, so a block runs through several windows of the stage and pays for
 /// its start (the dictionary copied to shared memory) once.
@@ -62,9 +64,12 @@ pub const FIXED_PIECE: u32 = 2048;
 /// Segments of a `words` root each expansion block takes in turn: its dictionary (up to
 /// 40 KB of entries and bytes) is staged once for all of them.
 pub const WORDS_SEGMENTS_PER_BLOCK: u32 = 4;
-/// Tokens (rows, for `strdict` and `plain`) of one tile of an expansion block: four per
-/// thread.
+/// Tokens of one tile of a `words` expansion block: four per thread.
 pub const TILE_TOKENS: u32 = 2048;
+/// Rows of one tile of a `strdict` or `plain` expansion block: eight per thread, so that
+/// what a tile costs whatever its rows (its block-wide sum, staging, stores and barriers) is
+/// paid once for eight strings (four made it most of the time for short ones).
+pub const TILE_ROWS: u32 = 4096;
 /// Entries of a `words` dictionary whose offsets are kept in shared memory (a `strdict`'s:
 /// a quarter of it, so that more blocks share a multiprocessor).
 pub const DICT_OFFSETS: u32 = 4096;
@@ -81,11 +86,14 @@ pub const SEGMENT_TOKENS: u32 = 10240;
 /// tile with more takes several passes, byte by byte). A `words` block keeps its whole
 /// dictionary in shared memory, so its stage is small.
 pub const STAGE_BYTES: u32 = 16 * 1024;
-/// The stage of `strdict` and `plain` roots: their tiles of [`TILE_TOKENS`] rows fit it whole
-/// up to 24 bytes a row on average (l_shipinstruct's 12.6 overflowed the `words` stage and
-/// took the byte-by-byte path), and a block still leaves room for a second one on a
-/// multiprocessor, as its registers allow.
-pub const STAGE_BYTES_STRINGS: u32 = 48 * 1024;
+/// The stage of `strdict` and `plain` roots: their tiles of [`TILE_ROWS`] rows fit it whole
+/// up to 13.2 bytes a row on average (l_shipinstruct has 12.6; a tile with more takes
+/// several passes, byte by byte), and a block still leaves room for a second one on a
+/// multiprocessor (113 KB each), as its registers allow.
+pub const STAGE_BYTES_STRINGS: u32 = 53 * 1024;
+/// The stage of `strdict` roots with entries of one length: three blocks still share a
+/// multiprocessor.
+pub const STAGE_BYTES_FIXED: u32 = 48 * 1024;
 
 /// Words of an `ans` block each warp keeps in shared memory.
 pub const ANS_WINDOW: u32 = 512;
@@ -289,10 +297,21 @@ impl Gen<'_> {
         }
     }
 
+    /// Tokens of one tile of this byte-string shape's expansion.
+    pub(super) fn tile_tokens(&self) -> u32 {
+        if self.nodes[0].op == Op::Words {
+            TILE_TOKENS
+        } else {
+            TILE_ROWS
+        }
+    }
+
     /// Bytes of this byte-string shape's stage.
     pub(super) fn stage_bytes(&self) -> u32 {
         if self.nodes[0].op == Op::Words {
             STAGE_BYTES
+        } else if self.fixed_length(0).is_some() {
+            STAGE_BYTES_FIXED
         } else {
             STAGE_BYTES_STRINGS
         }
@@ -342,7 +361,7 @@ impl Gen<'_> {
         let (tp_words, code_words) = if self.fixed_length(0).is_some() {
             (0, 0)
         } else {
-            (TILE_TOKENS, seg_tok)
+            (self.tile_tokens(), seg_tok)
         };
         let seg_rows = self.segment_rows();
         let words = u32::from(self.nodes[0].op == Op::Words);
@@ -363,7 +382,8 @@ impl Gen<'_> {
         // the word that holds an entry's first byte, 16 bytes into the stage at most.
         let stage = self.stage_bytes();
         self.expand_smem = (offs + tp_words + code_words) * 4 + stage + dict + 48;
-        let items = TILE_TOKENS / super::STRING_THREADS;
+        let tile = self.tile_tokens();
+        let items = tile / super::STRING_THREADS;
         let rows = seg_rows / super::STRING_THREADS;
         self.src.push_str(&format!(
             r#"
@@ -371,13 +391,13 @@ impl Gen<'_> {
 #define ZF_STR_DICT {dict}u
 #define ZF_STR_STAGE {stage}u
 #define ZF_SEG_ROWS {seg_rows}u
-#define ZF_TILE_TOK {TILE_TOKENS}u
+#define ZF_TILE_TOK {tile}u
 #define ZF_SEG_TOK {seg_tok}u
 // Consecutive tokens per thread in a tile, consecutive rows per thread in a segment.
 #define ZF_TOK_ITEMS {items}u
 #define ZF_ROW_ITEMS {rows}u
-#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK || ZF_TOK_ITEMS != 4
-#error "string tiles and segments must be whole multiples of the block, four tokens a thread"
+#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK || ZF_TOK_ITEMS != {items}
+#error "string tiles and segments must be whole multiples of the block, {items} tokens a thread"
 #endif
 // A `words` segment's counts go where a tile's token positions go later.
 #if {words} && ZF_SEG_ROWS > ZF_TILE_TOK
@@ -1041,6 +1061,33 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             ),
             None => checked_lookup,
         };
+        // A thread's tokens in 16-byte quads: its codes are loaded and its token positions
+        // stored a quad at a time.
+        let quads = self.tile_tokens() / super::STRING_THREADS / 4;
+        let load_codes: String = (0..quads)
+            .map(|q| {
+                format!("      const uint4 zf_cq{q} = ((const uint4*)codes)[{quads}u * threadIdx.x + {q}u];\n")
+            })
+            .chain(std::iter::once(format!(
+                "      const u32 cq[ZF_TOK_ITEMS] = {{{}}};\n",
+                (0..quads)
+                    .map(|q| format!("zf_cq{q}.x, zf_cq{q}.y, zf_cq{q}.z, zf_cq{q}.w"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+            .collect();
+        let store_positions: String = (0..quads)
+            .map(|q| {
+                let t = |i: u32| format!("tp[{}]", 4 * q + i);
+                format!(
+                    "        ((uint4*)zf_stp)[{quads}u * threadIdx.x + {q}u] = make_uint4({}, {}, {}, {});\n",
+                    t(0),
+                    t(1),
+                    t(2),
+                    t(3)
+                )
+            })
+            .collect();
         let expansion = format!(
             r#"  {{ // node {k}: {name} (byte strings): the offsets and bytes of one segment's rows
     const u32 n = len;
@@ -1080,9 +1127,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       const u32* const codes = zf_scode + (seg_codes ? tt : 0u);
       // ZF_TOK_ITEMS consecutive tokens per thread: its bytes are one run.
       const u32 tb = tt + threadIdx.x * ZF_TOK_ITEMS;
-      // Its codes in one 16-byte load (those past the segment's tokens are not used).
-      const uint4 zf_cq = ((const uint4*)codes)[threadIdx.x];
-      const u32 cq[ZF_TOK_ITEMS] = {{zf_cq.x, zf_cq.y, zf_cq.z, zf_cq.w}};
+      // Its codes in 16-byte loads (those past the segment's tokens are not used).
+{load_codes}
       u32 so[ZF_TOK_ITEMS], sl[ZF_TOK_ITEMS];
       u64 lsum = 0ull;
 {lookup}      // Token lengths below 2^20 (a dictionary of fewer bytes) add up in 32 bits.
@@ -1100,9 +1146,12 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         break;
       }}
       if (ow != 0u) {{
-        const u32 p = bc + (u32)p0;
-        ((uint4*)zf_stp)[threadIdx.x] = make_uint4(p, p + sl[0], p + sl[0] + sl[1], p + sl[0] + sl[1] + sl[2]);
-      }}
+        // Its token positions, 16 bytes a store.
+        u32 tp[ZF_TOK_ITEMS];
+        tp[0] = bc + (u32)p0;
+#pragma unroll
+        for (u32 j = 1u; j < ZF_TOK_ITEMS; ++j) tp[j] = tp[j - 1u] + sl[j - 1u];
+{store_positions}      }}
       // The copy ends with a barrier, so the offsets read the positions whole. No barrier
       // after them: the next tile's first (in its sum) comes before anything it writes to
       // shared memory.
