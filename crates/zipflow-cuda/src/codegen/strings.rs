@@ -88,8 +88,9 @@ pub const SEGMENT_TOKENS: u32 = 10240;
 pub const STAGE_BYTES: u32 = 16 * 1024;
 /// The stage of `strdict` and `plain` roots: their tiles of [`TILE_ROWS`] rows fit it whole
 /// up to 13.2 bytes a row on average (l_shipinstruct has 12.6; a tile with more takes
-/// several passes, byte by byte), and a block (112.4 KiB of dynamic shared memory with the
-/// rest) still leaves room for a second one on a multiprocessor, as its registers allow.
+/// several passes, byte by byte), and a block (111 KiB of dynamic shared memory, 112.4 with
+/// its static) still leaves room for a second one on a multiprocessor, as its registers
+/// allow.
 pub const STAGE_BYTES_STRINGS: u32 = 53 * 1024;
 /// The stage of `strdict` roots with entries of one length: three blocks still share a
 /// multiprocessor.
