@@ -26,15 +26,14 @@
 //! A `strdict` or `plain` root is the same with one token per row, in tiles of [`TILE_ROWS`]
 //! (eight a thread, two tiles a block). When every packed entry of a `strdict` has at most 8
 //! or 24 bytes (every token of a `words` root at most 16), a tile takes one assembly step a
-//! token instead of one per 16 bytes. Entries of one length need
-//! no table: their offsets are arithmetic (stored 16 bytes at a time), and with one byte each
-//! warp of the expansion takes [`FIXED_PIECE`] bytes of the output at a time into its own
-//! part of the stage, with no block barrier; up to eight such entries sit in two registers
-//! and a code's byte is one byte permute, unchecked where the codes' encoding cannot pass the
-//! dictionary. When every entry is packed, a token's length is one shared load in the
-//! segment sums and in the tiles, and a code past the dictionary is caught from the largest.
-//! In the first kernel, a chunk with fewer segments
-//! than warps shares each segment's byte sum among several warps. Offsets are `u32` or `u64`
+//! token instead of one per 16 bytes. Entries of one length need no table: their offsets are
+//! arithmetic (stored 16 bytes at a time), and with one byte each warp of the expansion takes
+//! [`FIXED_PIECE`] bytes of the output at a time into its own part of the stage, with no
+//! block barrier; up to eight such entries sit in two registers and a code's byte is one byte
+//! permute, unchecked where the codes' encoding cannot pass the dictionary. When every entry
+//! is packed, a token's length is one shared load in the segment sums and in the tiles, and a
+//! code past the dictionary is caught from the largest. In the first kernel, a chunk with
+//! fewer segments than warps shares each segment's byte sum among several warps. Offsets are `u32` or `u64`
 //! (the host picks per column), relative to the start of the column's bytes, or not written
 //! at all when only the bytes are wanted.
 //!
@@ -397,8 +396,8 @@ impl Gen<'_> {
 // Consecutive tokens per thread in a tile, consecutive rows per thread in a segment.
 #define ZF_TOK_ITEMS {items}u
 #define ZF_ROW_ITEMS {rows}u
-#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK || ZF_TOK_ITEMS != {items}
-#error "string tiles and segments must be whole multiples of the block, {items} tokens a thread"
+#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK || ZF_TOK_ITEMS % 4u != 0u
+#error "string tiles and segments must be whole multiples of the block, whole quads of tokens a thread"
 #endif
 // A `words` segment's counts go where a tile's token positions go later.
 #if {words} && ZF_SEG_ROWS > ZF_TILE_TOK
