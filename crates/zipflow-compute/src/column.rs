@@ -620,7 +620,8 @@ impl<'a> ChunkColumn<'a> {
             && node.children[0].len == len
             && node.children[1].ptype == PType::Bytes
         {
-            node.expect_shape("strdict", 0, 2)?;
+            // The codes are read, not the strings' places: the row index is not needed.
+            strdict::check(node)?;
             let codes = scratch.decode(&node.children[0])?;
             let dict = scratch.decode(&node.children[1])?;
             let s = match (&codes, dict) {

@@ -152,6 +152,9 @@ pub struct Kernel {
     /// have one length and whose nodes are all fully parallel needs nothing from it: its
     /// segment table is arithmetic and its entries sit at `code * length`.
     pub first_kernel: bool,
+    /// Byte strings of one length (a `strdict` whose entries all have it): their positions
+    /// are arithmetic, and the host checks a row index against them.
+    pub fixed_strings: bool,
 }
 
 /// Descriptor slot 0: the chunk's first output element in the output buffer (for byte
@@ -159,11 +162,13 @@ pub struct Kernel {
 pub const SLOT_OUT: usize = 0;
 
 /// Parameter slots an op takes after its length slot, in order:
-/// - `plain`: byte offset of the values in `in` (three slots unused); over byte strings at
+/// - `plain`: byte offset of the values in `in` (four slots unused); over byte strings at
 ///   the root, as `strdict`;
 /// - `strdict`, `words`: the byte offset of the chunk's bytes in the output, their number,
-///   the width of the offsets (8, 4, or 0 for none), and the byte offset of the chunk's
-///   segment table in the scratch buffer (`2 * (segments + 1)` u32, see [`strings`]);
+///   the width of the offsets (8, 4, or 0 for none), the byte offset of the chunk's
+///   segment table in the scratch buffer (`2 * (segments + 1)` u32, see [`strings`]), and
+///   the byte offset in `in` of the same table built by the host from the node's row index
+///   (all ones when the first kernel sums it);
 /// - `bitpack`: byte offset of the packed words, bit width;
 /// - `blockpack`: byte offset of the packed words, byte offset of its vector table (per
 ///   1024-value vector, a `u32` word offset and a `u32` bit width, staged by the host after
@@ -193,7 +198,7 @@ pub fn param_slots(op: Op) -> usize {
         Op::Fsst => 3,
         Op::CharDict | Op::CharTable => 4,
         Op::Patch => 3,
-        Op::Plain | Op::StrDict | Op::Words => 4,
+        Op::Plain | Op::StrDict | Op::Words => 5,
         Op::FloatToInt => 4,
         Op::Ans => 7,
     }
@@ -684,8 +689,9 @@ extern "C" __global__ void __launch_bounds__({bounds})
         g.src.push_str(&second);
         let (dyn_smem, expand_smem, segment_rows) = (g.dyn_smem, g.expand_smem, g.segment_rows());
         let segments_per_block = g.segments_per_block();
-        let first_kernel = g.fixed_length(0).is_none()
-            || nodes.iter().any(|n| materialised(n.op, KernelKind::Chunk));
+        let fixed_strings = g.fixed_length(0).is_some();
+        let first_kernel =
+            !fixed_strings || nodes.iter().any(|n| materialised(n.op, KernelKind::Chunk));
         return Ok(Kernel {
             source: g.src,
             kind,
@@ -699,6 +705,7 @@ extern "C" __global__ void __launch_bounds__({bounds})
             segments_per_block,
             expand_smem,
             first_kernel,
+            fixed_strings,
         });
     }
     let root_t = ctype(shape.ptype)?;
@@ -781,6 +788,7 @@ extern "C" __global__ void __launch_bounds__({bounds})
         segments_per_block: 0,
         expand_smem: 0,
         first_kernel: true,
+        fixed_strings: false,
     })
 }
 

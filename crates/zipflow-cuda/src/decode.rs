@@ -33,9 +33,10 @@ use std::sync::Arc;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, PType, Result, VECTOR_LEN, Values, with_int_ptype};
 use zipflow_encodings::node::cast_or_copy;
+use zipflow_encodings::rowindex::RowIndex;
 use zipflow_encodings::{
     NodeView, ans, bitpack, blockpack, chardict, chartable, dict, float2int, fsst, hipatch, patch,
-    radix, words,
+    radix, strdict, words,
 };
 use zipflow_format::ZfFile;
 
@@ -372,6 +373,20 @@ impl<'g> ColumnDecoder<'g> {
                     let segments = node.len.div_ceil(g.kernel.segment_rows as usize).max(1);
                     filler.prm[base + 4] = *filler.scratch as u64;
                     *filler.scratch += (segments + 1) * 8;
+                    // Built from the node's row index (the first kernel copies it), else
+                    // summed by the first kernel.
+                    filler.prm[base + 5] = u64::MAX;
+                    if let Some(table) =
+                        segment_table(&node, &g.kernel, n).map_err(|e| e.at_chunk(c as u32))?
+                    {
+                        filler
+                            .extra
+                            .resize(filler.extra.len().next_multiple_of(8), 0);
+                        filler.prm[base + 5] = filler.extra_at + filler.extra.len() as u64;
+                        for v in table {
+                            filler.extra.extend_from_slice(&v.to_le_bytes());
+                        }
+                    }
                     let per = g.kernel.segments_per_block.max(1) as usize;
                     for s in (0..segments).step_by(per) {
                         g.expand_work.extend([index, s as u32]);
@@ -957,6 +972,62 @@ struct Filler<'a> {
     string_bytes: Option<u64>,
 }
 
+/// The segment table of a byte-string root of `bytes` bytes decoded by `kernel`: each
+/// segment's first token and first byte, then the totals, from the node's row index when its
+/// entries are the segments' starts (checked here to run forwards within the totals; the
+/// expansion checks each segment against its rows). `None` when the first kernel must sum it.
+/// Strings of one length have arithmetic positions that no kernel sums, so their index is
+/// checked here against them instead.
+fn segment_table(node: &NodeView<'_>, kernel: &Kernel, bytes: u64) -> Result<Option<Vec<u32>>> {
+    let name = node_name(node);
+    let (index, tokens) = match node.id {
+        words::ID => (RowIndex::of(node, name, true)?, node.children[0].len),
+        strdict::ID => (RowIndex::of(node, name, false)?, node.len),
+        _ => (None, node.len),
+    };
+    let (ntok, total, rows) = (tokens as u64, bytes, node.len as u64);
+    let bad = |row: u64, at: (u64, u64), last: (u64, u64)| {
+        Error::corrupt(format!(
+            "{name} row index puts row {row} at token {} and byte {}, after token {} and byte \
+             {} (of {ntok} and {total})",
+            at.0, at.1, last.0, last.1
+        ))
+    };
+    if kernel.fixed_strings {
+        if let Some(ix) = &index {
+            for k in 0..ix.len() {
+                let row = ((k + 1) * ix.step()) as u64;
+                // Below 2^64: bytes and rows are below 2^32.
+                if ix.byte(k) * rows != row * total {
+                    return Err(bad(row, (ix.token(k), ix.byte(k)), (0, 0)));
+                }
+            }
+        }
+        return Ok(None);
+    }
+    let step = kernel.segment_rows as usize;
+    let segments = node.len.div_ceil(step).max(1);
+    if segments > 1 && index.is_none_or(|ix| ix.step() != step) {
+        return Ok(None);
+    }
+    let mut table = vec![0u32; 2 * (segments + 1)];
+    let mut last = (0u64, 0u64);
+    for s in 1..=segments {
+        let at = match &index {
+            Some(ix) if s < segments => (ix.token(s - 1), ix.byte(s - 1)),
+            _ => (ntok, total),
+        };
+        if at.0 < last.0 || at.1 < last.1 || at.0 > ntok || at.1 > total {
+            return Err(bad((s * step) as u64, at, last));
+        }
+        // Below 2^32: the totals are (checked by the caller).
+        table[2 * s] = at.0 as u32;
+        table[2 * s + 1] = at.1 as u32;
+        last = at;
+    }
+    Ok(Some(table))
+}
+
 /// A node's primitive name, for messages.
 fn node_name(node: &NodeView<'_>) -> &'static str {
     zipflow_encodings::by_id(node.id).map_or("?", |e| e.name())
@@ -1012,9 +1083,7 @@ impl Filler<'_> {
                 }
             }
             Op::StrDict => {
-                node.expect_shape(name, 0, 2)?;
-                node.meta_reader().finish(name)?;
-                same_len(&node.children[0], "codes")?;
+                strdict::check(node)?;
             }
             Op::Words => {
                 self.string_bytes = Some(words::check(node)?);

@@ -615,6 +615,43 @@ fn string_plans_match_the_cpu() -> Result<()> {
     Ok(())
 }
 
+/// String nodes without a row index (as written before there was one) decode on the GPU as
+/// on the CPU: the first kernel sums their segment table.
+#[test]
+fn strings_without_a_row_index_match_the_cpu() -> Result<()> {
+    let Some(gpu) = gpu("strings_without_a_row_index_match_the_cpu") else {
+        return Ok(());
+    };
+    let streams = string_streams();
+    let mut checked = 0;
+    for plan in [
+        "strdict",
+        "strdict(codes: ans)",
+        "words(codes: bitpack, counts: bitpack)",
+        "words",
+    ] {
+        let plan: Plan = plan.parse()?;
+        for s in &streams {
+            let Ok(mut node) = encode(&plan, s) else {
+                continue;
+            };
+            if node.buffers.pop().is_none() {
+                continue;
+            }
+            let tree = node.to_bytes()?;
+            let cpu = decode_bytes(&tree)?;
+            let Values::Bytes(b) = &cpu else {
+                unreachable!()
+            };
+            let got = decode_trees(&gpu, PType::Bytes, &[&tree], Some(&[b.data.len() as u64]))?;
+            assert!(got.bit_eq(&cpu), "{plan}: the GPU differs from the CPU");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "only {checked} streams checked");
+    Ok(())
+}
+
 #[test]
 fn corrupt_strings_are_errors() -> Result<()> {
     let Some(gpu) = gpu("corrupt_strings_are_errors") else {
@@ -682,6 +719,45 @@ fn corrupt_strings_are_errors() -> Result<()> {
     node.children[2].buffers[0][0..4].copy_from_slice(&7u32.to_le_bytes());
     let e = decode_trees(&gpu, PType::Bytes, &[&node.to_bytes()?], None);
     assert!(matches!(e, Err(Error::Corrupt { .. })), "{e:?}");
+    // Row indexes: an entry one byte or one token off (a segment disagrees with its rows),
+    // or running backwards; for one-byte strings (positions never summed) one byte off.
+    let long = |len: fn(usize) -> usize| {
+        strings(
+            &(0..20_000)
+                .map(|i| vec![b'A' + (i % 3) as u8; len(i)])
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (long_flags, long_ones) = (long(|i| 1 + i % 2), long(|_| 1));
+    let plans = [
+        ("strdict", &long_flags, 0usize, 1i64),
+        ("strdict", &long_flags, 4, -1),
+        ("strdict", &long_flags, 4, -100_000),
+        ("words(codes: bitpack, counts: bitpack)", &flags, 0, 1),
+        ("words(codes: bitpack, counts: bitpack)", &flags, 4, 1),
+        ("words(codes: bitpack, counts: bitpack)", &flags, 12, -1),
+        ("strdict(codes: radix)", &long_ones, 0, 1),
+        ("strdict(codes: ans)", &long_ones, 4, -1),
+    ];
+    for (plan, stream, at, delta) in plans {
+        let mut node = encode(&plan.parse()?, stream)?;
+        let index = &mut node.buffers[0];
+        let v = u32::from_le_bytes([index[at], index[at + 1], index[at + 2], index[at + 3]]);
+        index[at..at + 4].copy_from_slice(&((i64::from(v) + delta) as u32).to_le_bytes());
+        let tree = node.to_bytes()?;
+        let Values::Bytes(sb) = stream else {
+            unreachable!()
+        };
+        assert!(
+            decode_bytes(&tree).is_err(),
+            "{plan} {at}: the CPU accepts it"
+        );
+        let e = decode_trees(&gpu, PType::Bytes, &[&tree], Some(&[sb.data.len() as u64]));
+        assert!(
+            matches!(e, Err(Error::Corrupt { .. })),
+            "{plan} {at}: {e:?}"
+        );
+    }
     // fsst: a piece that ends one code early, or one late.
     let text = strings(
         &(0..3000)

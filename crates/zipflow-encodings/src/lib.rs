@@ -44,6 +44,7 @@ pub mod patch;
 pub mod plain;
 pub mod radix;
 pub mod rle;
+pub mod rowindex;
 pub mod runs;
 pub mod strdict;
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! String dictionary: the distinct strings once, sorted bytewise, and one code per value.
 //!
-//! Node: no meta, no buffers; child 0 = the codes as u32 (index into the dictionary), child 1 =
+//! Node: no meta; child 0 = the codes as u32 (index into the dictionary), child 1 =
 //! the dictionary as byte strings, each child encoded by its own sub-plan, e.g.
-//! `strdict(codes: bitpack, dict: plain(bytes: fsst))`. Codes follow the sorted order, so a
+//! `strdict(codes: bitpack, dict: plain(bytes: fsst))`; buffer 0, optional, is a
+//! [`crate::rowindex`] of the rows' first bytes. Codes follow the sorted order, so a
 //! range predicate on the strings is a range on the codes.
 //!
 //! Decoding computes every output offset from the dictionary's lengths first (checking each
@@ -10,6 +11,7 @@
 //! padded copy of the dictionary, longer ones with a plain copy.
 
 use crate::node::{EncodedNode, NodeView};
+use crate::rowindex::RowIndex;
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
 use rustc_hash::FxHashMap;
 use zipflow_core::values::ByteStrings;
@@ -101,6 +103,8 @@ impl Encoding for StrDict {
         };
         let (dict, codes) = build(b)?;
         let mut node = EncodedNode::new(ID, PType::Bytes, b.len())?;
+        node.buffers
+            .extend(crate::rowindex::build(&b.offsets, None));
         node.children.push(encode_child(
             plan,
             self,
@@ -113,10 +117,7 @@ impl Encoding for StrDict {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("strdict", 0, 2)?;
-        node.meta_reader().finish("strdict")?;
-        expect_child(node, 0, "codes", PType::U32, Some(node.len))?;
-        expect_child(node, 1, "dict", PType::Bytes, None)?;
+        let index = check(node)?;
         let Values::Bytes(out) = out else {
             return Err(Error::corrupt("strdict decodes byte strings only"));
         };
@@ -129,13 +130,26 @@ impl Encoding for StrDict {
             }
         };
         let result = match (&codes, &dict) {
-            (Values::Int(IntVec::U32(codes)), Values::Bytes(dict)) => gather(codes, dict, out),
+            (Values::Int(IntVec::U32(codes)), Values::Bytes(dict)) => gather(codes, dict, out)
+                .and_then(|()| match index {
+                    Some(index) => index.verify("strdict", &out.offsets, None),
+                    None => Ok(()),
+                }),
             _ => Err(Error::corrupt("strdict children have the wrong types")),
         };
         scratch.give(codes);
         scratch.give(dict);
         result
     }
+}
+
+/// Checks a `strdict` node's shape, metadata and children; returns its row index, if any.
+pub fn check<'a>(node: &NodeView<'a>) -> Result<Option<RowIndex<'a>>> {
+    node.expect_shape("strdict", node.buffers.len().min(1), 2)?;
+    node.meta_reader().finish("strdict")?;
+    expect_child(node, 0, "codes", PType::U32, Some(node.len))?;
+    expect_child(node, 1, "dict", PType::Bytes, None)?;
+    RowIndex::of(node, "strdict", false)
 }
 
 /// `out[i] = dict[codes[i]]`, every code checked.

@@ -11,7 +11,8 @@
 //! Node for byte strings (a string column): tokens never cross from one string to the next, so
 //! a column of short texts keeps a small dictionary. Meta = the strings' total bytes (u64 LE);
 //! children `codes` and `dict` as above, and child 2 = `counts`, the number of tokens of each
-//! string as u32 (default `ans`). The node's length is the number of strings.
+//! string as u32 (default `ans`); buffer 0, optional, is a [`crate::rowindex`] of (token,
+//! byte) pairs. The node's length is the number of strings.
 //!
 //! How the encoder cuts tokens is not part of the format: the decoder only concatenates
 //! dictionary entries, so better tokenisers stay compatible. Decoding copies each token from
@@ -378,6 +379,8 @@ impl Encoding for Words {
                 let total = strings.offsets.last().copied().unwrap_or(0)
                     - strings.offsets.first().copied().unwrap_or(0);
                 node.meta = total.to_le_bytes().to_vec();
+                node.buffers
+                    .extend(crate::rowindex::build(&strings.offsets, Some(&counts)));
                 (node, dict, codes, Some(counts))
             }
             _ => return Err(Error::plan(plan, "`words` encodes bytes and strings only")),
@@ -433,7 +436,13 @@ impl Encoding for Words {
 /// Checks a `words` node's shape, metadata and children; returns the bytes it decodes to.
 pub fn check(node: &NodeView<'_>) -> Result<u64> {
     let strings = node.ptype == PType::Bytes;
-    node.expect_shape("words", 0, if strings { 3 } else { 2 })?;
+    // Strings may carry a row index (checked by `RowIndex::of`).
+    let nbuf = if strings {
+        node.buffers.len().min(1)
+    } else {
+        0
+    };
+    node.expect_shape("words", nbuf, if strings { 3 } else { 2 })?;
     let mut meta = node.meta_reader();
     let total = if strings {
         meta.u64("words total bytes")?
@@ -441,6 +450,9 @@ pub fn check(node: &NodeView<'_>) -> Result<u64> {
         node.len as u64
     };
     meta.finish("words")?;
+    if strings {
+        crate::rowindex::RowIndex::of(node, "words", true)?;
+    }
     expect_child(node, 0, "codes", PType::U32, None)?;
     expect_child(node, 1, "dict", PType::Bytes, None)?;
     if strings {
@@ -557,6 +569,9 @@ fn decode_strings(
             &mut out.offsets,
         );
         exp.finish(&out.data)?;
+        if let Some(index) = crate::rowindex::RowIndex::of(node, "words", true)? {
+            index.verify("words", &out.offsets, Some(counts_v))?;
+        }
         on_run(out)
     });
     scratch.give(counts);

@@ -488,20 +488,22 @@ fn string_array_pooled<O: OffsetSizeTrait>(
     arr.map_err(|e| Error::external(format!("column `{name}`: rebuilding strings"), e))
 }
 
-/// A string or binary view array straight from a string dictionary and the node of its `rows`
-/// codes: one view per dictionary entry, then one 16-byte view per row gathered by code as the
+/// A string or binary view array straight from a `strdict` node and its decoded dictionary:
+/// one view per dictionary entry, then one 16-byte view per row gathered by code as the
 /// codes stream, with the dictionary's bytes as the only data buffer. No row's bytes are
-/// copied, and the codes are never written out whole.
+/// copied, and the codes are never written out whole. The node's row index, if any, is
+/// checked against the rows' lengths.
 pub fn dict_view_array(
     name: &str,
-    codes: &NodeView<'_>,
-    rows: usize,
+    node: &NodeView<'_>,
     dict: ByteStrings,
     utf8: bool,
     views: Vec<u128>,
     scratch: &mut Scratch,
 ) -> Result<ArrayRef> {
     let bad = |what: &str| Error::corrupt(format!("column `{name}`: {what}"));
+    let index = zipflow_encodings::strdict::check(node)?;
+    let (codes, rows) = (&node.children[0], node.len);
     if u32::try_from(dict.data.len()).is_err() {
         return Err(Error::unsupported(format!(
             "column `{name}`: a string dictionary over 4 GiB"
@@ -550,6 +552,11 @@ pub fn dict_view_array(
     })?;
     if views.len() != rows {
         return Err(bad("fewer string codes than rows"));
+    }
+    if let Some(index) = index {
+        // A view's first four bytes are its string's length.
+        let lengths = views.iter().map(|&v| u64::from(v as u32));
+        index.verify_lengths("strdict", lengths)?;
     }
     let buffers: Arc<[Buffer]> = Arc::from(vec![Buffer::from_vec(dict.data)]);
     let views = ScalarBuffer::from(views);

@@ -27,7 +27,7 @@ pub const MAGIC: [u8; 8] = *b"ZIPFLOW1";
 /// Last 8 bytes of every file.
 pub const END_MAGIC: [u8; 8] = *b"ZFEND001";
 /// The format version this build writes and the newest it reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Header size: magic, version, 6 reserved zero bytes.
 pub const HEADER_LEN: usize = 16;
 /// Trailer size: footer length, footer checksum, end magic.
@@ -253,12 +253,12 @@ impl Footer {
 
     /// Parses the footer and checks every index entry against the file: offsets and lengths
     /// inside the payload area, row ranges consistent, null counts consistent with validity.
-    fn read(bytes: &[u8], payload_end: u64) -> Result<Footer> {
+    fn read(bytes: &[u8], payload_end: u64, header_version: u16) -> Result<Footer> {
         let mut r = FooterReader { bytes };
         let version = r.u16("version")?;
-        if version != VERSION {
+        if version != header_version {
             return Err(Error::corrupt(format!(
-                "footer says format version {version}, the header says {VERSION}"
+                "footer says format version {version}, the header says {header_version}"
             )));
         }
         let total_rows = r.u64("total rows")?;
@@ -760,7 +760,7 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
             "footer starts at byte {payload_end}, not 8-byte aligned"
         )));
     }
-    let footer = Footer::read(footer, payload_end)?;
+    let footer = Footer::read(footer, payload_end, version)?;
     let schema = schema_from_ipc(&footer.schema_ipc)?;
     if schema.fields().len() != footer.columns.len()
         || schema
@@ -1058,7 +1058,7 @@ mod tests {
     fn footer_round_trips() -> Result<()> {
         let f = footer();
         let bytes = f.write()?;
-        let back = Footer::read(&bytes, 144)?;
+        let back = Footer::read(&bytes, 144, VERSION)?;
         assert_eq!(back.chunks, f.chunks);
         assert_eq!(back.columns, f.columns);
         assert_eq!(back.schema_ipc, f.schema_ipc);
@@ -1069,19 +1069,22 @@ mod tests {
     fn footer_rejects_bad_entries() -> Result<()> {
         let bytes = footer().write()?;
         // Payload area too small for the second chunk.
-        assert!(Footer::read(&bytes, 100).is_err());
+        assert!(Footer::read(&bytes, 100, VERSION).is_err());
         for n in 0..bytes.len() {
-            assert!(Footer::read(&bytes[..n], 144).is_err(), "prefix {n}");
+            assert!(
+                Footer::read(&bytes[..n], 144, VERSION).is_err(),
+                "prefix {n}"
+            );
         }
         let mut f = footer();
         f.chunks[0][1].first_row = 9;
-        assert!(Footer::read(&f.write()?, 144).is_err());
+        assert!(Footer::read(&f.write()?, 144, VERSION).is_err());
         let mut f = footer();
         f.chunks[0][0].offset = 20;
-        assert!(Footer::read(&f.write()?, 144).is_err());
+        assert!(Footer::read(&f.write()?, 144, VERSION).is_err());
         let mut f = footer();
         f.chunks[0][0].stats.null_count = 1;
-        assert!(Footer::read(&f.write()?, 144).is_err());
+        assert!(Footer::read(&f.write()?, 144, VERSION).is_err());
         Ok(())
     }
 

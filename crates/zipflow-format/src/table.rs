@@ -582,20 +582,15 @@ fn dict_views(
     scratch: &mut Scratch,
 ) -> Result<ArrayRef> {
     let wrong = || Error::corrupt("strdict children have the wrong types");
-    let [codes, dict] = &node.children[..] else {
-        return Err(wrong());
-    };
-    if codes.ptype != PType::U32 || codes.len != node.len || dict.ptype != PType::Bytes {
-        return Err(wrong());
-    }
-    let dict = match scratch.decode(dict)? {
+    zipflow_encodings::strdict::check(node)?;
+    let dict = match scratch.decode(&node.children[1])? {
         Values::Bytes(d) => d,
         other => {
             scratch.give(other);
             return Err(wrong());
         }
     };
-    crate::arrow::dict_view_array(name, codes, node.len, dict, utf8, views, scratch)
+    crate::arrow::dict_view_array(name, node, dict, utf8, views, scratch)
 }
 
 /// A view array from a `words` node over strings, each view built as its string's tokens

@@ -201,15 +201,38 @@ fn crafted_footers_never_panic() {
     }
 }
 
+/// A file of format version 1 (the same bytes: none of its chunks needs what version 2 added)
+/// still reads.
+#[test]
+fn version_1_still_reads() {
+    let (mut bytes, batches) = sample();
+    let n = bytes.len();
+    let footer_len = u64::from_le_bytes(
+        bytes[n - TRAILER_LEN..n - TRAILER_LEN + 8]
+            .try_into()
+            .unwrap(),
+    );
+    let footer_start = n - TRAILER_LEN - footer_len as usize;
+    bytes[8] = 1;
+    bytes[footer_start] = 1;
+    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[footer_start..n - TRAILER_LEN]);
+    bytes[n - TRAILER_LEN + 8..n - TRAILER_LEN + 16].copy_from_slice(&sum.to_le_bytes());
+    assert_eq!(read(&bytes).unwrap(), batches);
+    // The footer's version must match the header's.
+    bytes[8] = 2;
+    let msg = read(&bytes).unwrap_err().to_string();
+    assert!(msg.contains("footer says format version 1"), "{msg}");
+}
+
 #[test]
 fn newer_version_is_unsupported() {
     let (mut bytes, _) = sample();
-    bytes[8] = 2;
+    bytes[8] = 3;
     let e = read(&bytes).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, Error::Unsupported { .. }), "{msg}");
     assert!(
-        msg.contains("version 2") && msg.contains("reads version 1"),
+        msg.contains("version 3") && msg.contains("reads version 2"),
         "{msg}"
     );
 }

@@ -11,7 +11,9 @@
 //!   word after them, and writes the chunk's *segment table*: for
 //!   every [`SEGMENT_ROWS`] rows, the first token and the first byte of their strings (a warp
 //!   sums one segment's tokens at a time, a block-wide sum places them, then the same for
-//!   their bytes, so the segments need no barriers between them). The
+//!   their bytes, so the segments need no barriers between them). A node with a row index
+//!   (`zipflow_encodings::rowindex`, an entry every segment) has its table built by the
+//!   host, and the first kernel only copies it: the sums were a pass over every code. The
 //!   second ([`EXPAND_NAME`], one block per segment, or per [`WORDS_SEGMENTS_PER_BLOCK`]
 //!   consecutive segments of a `words` root, taken in turn) expands its rows independently
 //!   of the other blocks: it copies the packed entries and the dictionary's bytes to shared
@@ -50,6 +52,9 @@ use zipflow_core::{PType, Result};
 pub const EXPAND_NAME: &str = "zf_expand";
 /// Rows of a chunk each expansion block of a `words` root takes.
 pub const SEGMENT_ROWS: u32 = 2048;
+// A segment is one step of its node's row index, so the file holds its segment table.
+const _: () = assert!(SEGMENT_ROWS as usize == zipflow_encodings::rowindex::WORDS_ROWS);
+const _: () = assert!(SEGMENT_ROWS_STRINGS as usize == zipflow_encodings::rowindex::STRDICT_ROWS);
 /// Rows of a chunk each expansion block of a `strdict` or `plain` root takes (two tiles, so
 /// that a block's start, its dictionary and codes staged behind one barrier, is paid once
 /// for both: one tile a block lost 5 %).
@@ -211,6 +216,12 @@ __device__ __forceinline__ A zf_scan_tile(A x, A* total, u32& flip) {
   const A before = __shfl_sync(0xffffffffu, w, (warp + 31u) & 31u);
   *total = __shfl_sync(0xffffffffu, w, ZF_THREADS / 32u - 1u);
   return (warp == 0u ? (A)0 : before) + incl - x;
+}
+
+// Copies `n` words of a segment table, by all threads of the block. Not inlined: the first
+// kernel's sums, the other branch, keep their registers.
+__device__ __noinline__ void zf_copy_table(const u32* __restrict__ src, u32* tab, u32 n) {
+  for (u32 i = threadIdx.x; i < n; i += ZF_THREADS) tab[i] = __ldg(src + i);
 }
 
 // The sum over a warp, in every lane.
@@ -845,6 +856,13 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     {ntok}
     u32* const tab = (u32*)(e.scratch + e.prm[{tab}]);
     const u32 nseg = max(1u, (n + ZF_SEG_ROWS - 1u) / ZF_SEG_ROWS);
+    const u64 given = e.prm[{given}];
+    if (given != ~0ull) {{
+      // The host built the table from the node's row index: copied as it is (the expansion
+      // checks each segment against its rows).
+      zf_copy_table((const u32*)(e.in + given), tab, 2u * (nseg + 1u));
+      if (threadIdx.x == 0u && !({check})) atomicOr(e.err, ZF_ERR_STR);
+    }} else {{
     const u32 lane = threadIdx.x & 31u;
     // A segment with more tokens or bytes than its chunk is corrupt; clamped to the chunk's,
     // the sums stay in 32 bits.
@@ -885,11 +903,13 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     }}
     const u64 bc = zf_tab_scan(tab + 1, nseg, claimed);
     if (bad || (threadIdx.x == 0u && (tc != (u64)ntok || bc != (u64)claimed || !({check})))) atomicOr(e.err, ZF_ERR_STR);
+    }}
   }}
 "#,
             name = n.op.name(),
             claimed = b + 2,
             tab = b + 4,
+            given = b + 5,
         ));
 
         // The expansion: each row's first token (relative to the segment's), and per token
