@@ -1093,27 +1093,37 @@ __device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
 "#
     );
     // Byte codes of 8-byte values: each thread takes two neighbouring lanes, so their codes
-    // are one 16-bit load a word and their values one 16-byte store a row.
-    let pairs = bits == 8 && root.ptype.byte_width() == 8;
+    // are one 16-bit load a word and their values one 16-byte store a row. The width is
+    // compiled in (a shape's always is, for a valid one), so a thread's code words are
+    // loaded before the block's barrier after the dictionary, their latency overlapping its
+    // staging, and still index registers.
+    let pairs = bits == 8 && root.ptype.byte_width() == 8 && cn.width.is_some();
     let rows = if pairs {
         format!(
             r#"{rows}
-// Rows 0 .. 7 of lanes 2m and 2m + 1 of a full vector of byte codes (`vb`, the vector's
-// words), looked up and stored as pairs (`o` + p0 16-byte aligned, `vb` 2-byte aligned).
+// The code words of lanes 2m and 2m + 1 of a full vector of byte codes (`vb`, the vector's
+// words, 2-byte aligned), one 16-bit word a step of 8 bits.
+__device__ __forceinline__ void zf_load2(const u8* __restrict__ vb, u32 m, u32 (&wd)[8]) {{
+  const u16* __restrict__ w2 = (const u16*)vb + m;
+#pragma unroll
+  for (u32 k = 0u; k < 8u; ++k) wd[k] = k < {w} ? (u32)__ldg(w2 + 64u * k) : 0u;
+}}
+
+// Rows 0 .. 7 of lanes 2m and 2m + 1 of a full vector of byte codes (their words), looked up
+// and stored as pairs (`o` + p0 16-byte aligned).
 __device__ __forceinline__ void zf_rows2(const Env& e, {t}* __restrict__ o,
-                                         const u8* __restrict__ vb, u32 p0, u32 m, u32 n) {{
+                                         const u32 (&wd)[8], u32 p0, u32 m, u32 n) {{
   const u32 W = {w};
   const u32 rep = 0x0101u, mask = rep * ((1u << W) - 1u);
-  const u16* __restrict__ w2 = (const u16*)vb + m;
   u32 k = 0u;
-  u32 cur = __ldg(w2);
+  u32 cur = wd[0];
 #pragma unroll
   for (u32 i = 0u; i < 8u; ++i) {{
     const u32 sh = (i * W) % 8u;
     u32 x = (cur >> sh) & (rep * (0xffu >> sh));
     if (sh + W >= 8u) {{
       ++k;
-      const u32 next = k < W ? (u32)__ldg(w2 + 64u * k) : 0u;
+      const u32 next = k < W ? wd[k] : 0u;
       if (sh + W > 8u) x |= (next << (8u - sh)) & (rep * ((0xffu << (8u - sh)) & 0xffu));
       cur = next;
     }}
@@ -1138,9 +1148,8 @@ __device__ __forceinline__ void zf_rows2(const Env& e, {t}* __restrict__ o,
         8 if pairs => (
             "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
              const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
-            "    const u8* const vb = vw - lane;\n    \
-             if ((((size_t)(o + p0)) & 15u) == 0u && (((size_t)vb) & 1u) == 0u) {\n      \
-             zf_rows2(e, o, vb, p0, lane, n);\n    \
+            "    if (zf_pre) {\n      \
+             zf_rows2(e, o, zf_wd, p0, lane, n);\n    \
              } else {\n      \
              zf_rows<0u, 8u>(e, o, vw, p0, lane, n);\n      \
              zf_rows<0u, 8u>(e, o, vw + 64u, p0, lane + 64u, n);\n    \
@@ -1164,11 +1173,31 @@ __device__ __forceinline__ void zf_rows2(const Env& e, {t}* __restrict__ o,
              else zf_rows<16u, 16u>(e, o, vw, p0, lane, n);",
         ),
     };
+    // A full vector's code words, loaded before the dictionary's barrier (`zf_pre`).
+    let early = if pairs {
+        format!(
+            r#"  const u32 p0 = (vec + v) * 1024u;
+  const u8* const zf_vb = e.in + e.prm[{off}] + (u64)(p0 >> 10) * ({lanes}u * {w});
+  const bool zf_pre = p0 + 1024u <= len && (((size_t)(o + p0)) & 15u) == 0u && (((size_t)zf_vb) & 1u) == 0u;
+  u32 zf_wd[8];
+  if (zf_pre) zf_load2(zf_vb, lane, zf_wd);
+"#,
+            off = cn.base + 1,
+        )
+    } else {
+        String::new()
+    };
+    let (first, late) = if pairs {
+        (format!("  {place}\n{early}{prologue}"), "")
+    } else {
+        (
+            format!("{prologue}  {place}\n"),
+            "  const u32 p0 = (vec + v) * 1024u;\n",
+        )
+    };
     let body = format!(
         r#"  (void)vec;
-{prologue}  {place}
-  const u32 p0 = (vec + v) * 1024u;
-  if (p0 >= len) return;
+{first}{late}  if (p0 >= len) return;
   const u32 n = (u32)e.prm[{vlen}];
   if (p0 + 1024u <= len && {w} != 0u) {{
     const {word}* __restrict__ vw = (const {word}*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * ({lanes}u * {w}) + lane;
@@ -2062,8 +2091,12 @@ mod tests {
                 .contains("zf_rows<0u, 8u>(e, o, vw + 64u, p0, lane + 64u, n)")
         );
         // Aligned, byte codes of 8-byte values go two neighbouring lanes a thread: one 16-bit
-        // load a word, one 16-byte store a row.
-        assert!(k.source.contains("zf_rows2(e, o, vb, p0, lane, n);"));
+        // load a word, one 16-byte store a row, the words loaded before the dictionary's
+        // barrier.
+        assert!(k.source.contains("zf_rows2(e, o, zf_wd, p0, lane, n);"));
+        let load = k.source.find("if (zf_pre) zf_load2(zf_vb, lane, zf_wd);");
+        let barrier = k.source[fill.unwrap_or(0)..].find("__syncthreads();");
+        assert!(load.is_some() && load < fill && barrier.is_some());
         assert!(
             k.source
                 .contains("*(ulonglong2*)(o + p0 + i * 128u + 2u * m) = pr.u;")
