@@ -2328,7 +2328,7 @@ mod tests {
             assert!(!k.source.contains("zf_scan_excl<u64>(b, &bt)"), "{plan}");
             assert!(
                 k.source
-                    .contains("#define zf_scode ((u32*)zf_dyn + ZF_STR_OFFS + 0u)")
+                    .contains("#define zf_scode ((ZF_CODE_T*)((u32*)zf_dyn + ZF_STR_OFFS + 0u))")
             );
             assert_eq!(k.segment_rows, strings::SEGMENT_ROWS_FIXED, "{plan}");
         }
@@ -2777,11 +2777,28 @@ mod tests {
                 assert_eq!(k.segments_per_block, 1, "{plan}");
                 assert!(k.source.contains("const u32 seg = seg0;"), "{plan}");
             }
-            let stage = if plan.starts_with("words") {
+            // Codes bit-packed in at most 16 bits: a `words` tile stages them as `u16` and
+            // takes eight tokens a thread, in a larger stage.
+            let narrow = plan.starts_with("words(codes: bitpack");
+            let stage = if narrow {
+                strings::STAGE_BYTES_NARROW
+            } else if plan.starts_with("words") {
                 strings::STAGE_BYTES
             } else {
                 strings::STAGE_BYTES_STRINGS
             };
+            for n in [
+                "#define ZF_CODE_T u16",
+                "zf_cq0.x & 0xffffu, zf_cq0.x >> 16",
+            ] {
+                assert_eq!(k.source.contains(n), narrow, "{plan}: {n}");
+            }
+            // The segment table comes from the row index when the chunk has one.
+            assert!(
+                k.source
+                    .contains("zf_copy_table((const u32*)(e.in + given), tab, 2u * (nseg + 1u));"),
+                "{plan}"
+            );
             assert!(k.expand_smem >= stage, "{plan}");
             assert!(
                 k.source.contains(&format!("#define ZF_STR_STAGE {stage}u")),
@@ -2812,8 +2829,9 @@ mod tests {
                     "{plan}: {n}"
                 );
             }
-            // A thread's codes come in 16-byte loads (four a thread of a `words` tile, eight
-            // of a `strdict` or `plain` one), and a tile's sum takes one barrier.
+            // A thread's codes come in 16-byte loads (four a thread of a `words` tile, or
+            // eight as `u16`, eight of a `strdict` or `plain` one), and a tile's sum takes one
+            // barrier.
             let last_quad = if plan.starts_with("words") {
                 "const uint4 zf_cq0 = ((const uint4*)codes)[1u * threadIdx.x + 0u];"
             } else {
@@ -2824,7 +2842,7 @@ mod tests {
             }
             assert_eq!(
                 k.source.contains("#define ZF_TOK_ITEMS 8u"),
-                !plan.starts_with("words"),
+                !plan.starts_with("words") || narrow,
                 "{plan}"
             );
             assert_eq!(

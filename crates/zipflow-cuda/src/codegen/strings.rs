@@ -90,6 +90,14 @@ pub const SEGMENT_TOKENS: u32 = 10240;
 /// tile with more takes several passes, byte by byte). A `words` block keeps its whole
 /// dictionary in shared memory, so its stage is small.
 pub const STAGE_BYTES: u32 = 16 * 1024;
+/// Tokens of one tile of a `words` root whose codes are bit-packed in at most 16 bits: eight
+/// a thread. Its codes are staged as `u16`, which leaves room for a stage that holds such a
+/// tile whole (l_comment's: 30.5 KB on average).
+pub const TILE_TOKENS_NARROW: u32 = 4096;
+/// Codes of such a segment staged at once (l_comment's 2,048-row segments hold about 7,300).
+pub const SEGMENT_TOKENS_NARROW: u32 = 8192;
+/// The stage of such a `words` root: two blocks still share a multiprocessor.
+pub const STAGE_BYTES_NARROW: u32 = 39 * 1024;
 /// The stage of `strdict` and `plain` roots: their tiles of [`TILE_ROWS`] rows fit it whole
 /// up to 13.2 bytes a row on average (l_shipinstruct has 12.6; a tile with more takes
 /// several passes, byte by byte), and a block (111 KiB of dynamic shared memory, 112.4 with
@@ -308,9 +316,22 @@ impl Gen<'_> {
         }
     }
 
+    /// Whether this shape is a `words` root whose codes are bit-packed in at most 16 bits
+    /// (compiled in): its codes are staged as `u16`, eight tokens a thread.
+    pub(super) fn narrow_codes(&self) -> bool {
+        let root = &self.nodes[0];
+        root.op == Op::Words
+            && root.children.first().is_some_and(|&c| {
+                let n = &self.nodes[c];
+                n.op == Op::BitPack && n.width.is_some_and(|w| w <= 16)
+            })
+    }
+
     /// Tokens of one tile of this byte-string shape's expansion.
     pub(super) fn tile_tokens(&self) -> u32 {
-        if self.nodes[0].op == Op::Words {
+        if self.narrow_codes() {
+            TILE_TOKENS_NARROW
+        } else if self.nodes[0].op == Op::Words {
             TILE_TOKENS
         } else {
             TILE_ROWS
@@ -319,7 +340,9 @@ impl Gen<'_> {
 
     /// Bytes of this byte-string shape's stage.
     pub(super) fn stage_bytes(&self) -> u32 {
-        if self.nodes[0].op == Op::Words {
+        if self.narrow_codes() {
+            STAGE_BYTES_NARROW
+        } else if self.nodes[0].op == Op::Words {
             STAGE_BYTES
         } else if self.fixed_length(0).is_some() {
             STAGE_BYTES_FIXED
@@ -362,7 +385,9 @@ impl Gen<'_> {
             return;
         }
         // A `strdict` or `plain` segment has one token per row.
+        let narrow = self.narrow_codes();
         let (offs, dict, seg_tok) = match self.nodes[0].op {
+            Op::Words if narrow => (DICT_OFFSETS, DICT_BYTES, SEGMENT_TOKENS_NARROW),
             Op::Words => (DICT_OFFSETS, DICT_BYTES, SEGMENT_TOKENS),
             Op::StrDict => (DICT_OFFSETS / 4, DICT_BYTES / 4, SEGMENT_ROWS_STRINGS),
             _ => (4, 0, SEGMENT_ROWS_STRINGS),
@@ -371,9 +396,13 @@ impl Gen<'_> {
         // block lets more of them share a multiprocessor.
         let (tp_words, code_words) = if self.fixed_length(0).is_some() {
             (0, 0)
+        } else if narrow {
+            (self.tile_tokens(), seg_tok / 2)
         } else {
             (self.tile_tokens(), seg_tok)
         };
+        // Staged codes: `u16` (in 16-byte groups of eight) for narrow codes, else `u32`.
+        let (code_t, code_quad) = if narrow { ("u16", 8) } else { ("u32", 4) };
         let seg_rows = self.segment_rows();
         let words = u32::from(self.nodes[0].op == Op::Words);
         // Entries of one byte: each warp stages its own pieces of the output.
@@ -407,8 +436,8 @@ impl Gen<'_> {
 // Consecutive tokens per thread in a tile, consecutive rows per thread in a segment.
 #define ZF_TOK_ITEMS {items}u
 #define ZF_ROW_ITEMS {rows}u
-#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK || ZF_TOK_ITEMS % 4u != 0u
-#error "string tiles and segments must be whole multiples of the block, whole quads of tokens a thread"
+#if ZF_TILE_TOK != ZF_TOK_ITEMS * ZF_THREADS || ZF_SEG_ROWS != ZF_ROW_ITEMS * ZF_THREADS || ZF_SEG_TOK < ZF_TILE_TOK || ZF_TOK_ITEMS % {code_quad}u != 0u
+#error "string tiles and segments must be whole multiples of the block, whole 16 bytes of codes a thread"
 #endif
 // A `words` segment's counts go where a tile's token positions go later.
 #if {words} && ZF_SEG_ROWS > ZF_TILE_TOK
@@ -420,7 +449,8 @@ impl Gen<'_> {
 extern __shared__ __align__(16) u8 zf_dyn[];
 #define zf_soff ((u32*)zf_dyn)
 #define zf_stp ((u32*)zf_dyn + ZF_STR_OFFS)
-#define zf_scode ((u32*)zf_dyn + ZF_STR_OFFS + {tp_words}u)
+#define ZF_CODE_T {code_t}
+#define zf_scode ((ZF_CODE_T*)((u32*)zf_dyn + ZF_STR_OFFS + {tp_words}u))
 #define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + {tp_words}u + {code_words}u))
 #define zf_sdict (zf_stage + ZF_STR_STAGE)
 "#
@@ -1081,19 +1111,32 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             ),
             None => checked_lookup,
         };
-        // A thread's tokens in 16-byte quads: its codes are loaded and its token positions
-        // stored a quad at a time.
+        // A thread's tokens in 16-byte quads: its codes are loaded (four `u32` or eight
+        // `u16` a load) and its token positions stored a quad at a time.
+        let narrow = self.narrow_codes();
         let quads = self.tile_tokens() / super::STRING_THREADS / 4;
-        let load_codes: String = (0..quads)
+        let loads = if narrow { quads / 2 } else { quads };
+        let parts = |q: u32| -> String {
+            let f = ["x", "y", "z", "w"];
+            if narrow {
+                f.iter()
+                    .map(|c| format!("zf_cq{q}.{c} & 0xffffu, zf_cq{q}.{c} >> 16"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            } else {
+                f.iter()
+                    .map(|c| format!("zf_cq{q}.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        let load_codes: String = (0..loads)
             .map(|q| {
-                format!("      const uint4 zf_cq{q} = ((const uint4*)codes)[{quads}u * threadIdx.x + {q}u];\n")
+                format!("      const uint4 zf_cq{q} = ((const uint4*)codes)[{loads}u * threadIdx.x + {q}u];\n")
             })
             .chain(std::iter::once(format!(
                 "      const u32 cq[ZF_TOK_ITEMS] = {{{}}};\n",
-                (0..quads)
-                    .map(|q| format!("zf_cq{q}.x, zf_cq{q}.y, zf_cq{q}.z, zf_cq{q}.w"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                (0..loads).map(parts).collect::<Vec<_>>().join(", ")
             )))
             .collect();
         let store_positions: String = (0..quads)
@@ -1123,7 +1166,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     // One barrier for all that is staged up front: the dictionary, the rows' counts and,
     // when they fit, the segment's codes.
     const bool seg_codes = T0 <= T1 && T1 <= ntok && T1 - T0 <= ZF_SEG_TOK;
-{stage_counts}    if (seg_codes) {vals}(e, T0, T1 - T0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
+{stage_counts}    if (seg_codes) {vals}(e, T0, T1 - T0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }});
 {short}
     // Each thread's ZF_ROW_ITEMS consecutive rows and their first tokens.
     const u32 rb = r0 + threadIdx.x * ZF_ROW_ITEMS;
@@ -1141,10 +1184,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     u32 zf_flip = 0u;
 {cmax_decl}    for (u32 tt = 0u; tt < tseg; tt += ZF_TILE_TOK) {{
       if (!seg_codes) {{
-        {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = v; }});
+        {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }});
         __syncthreads();
       }}
-      const u32* const codes = zf_scode + (seg_codes ? tt : 0u);
+      const ZF_CODE_T* const codes = zf_scode + (seg_codes ? tt : 0u);
       // ZF_TOK_ITEMS consecutive tokens per thread: its bytes are one run.
       const u32 tb = tt + threadIdx.x * ZF_TOK_ITEMS;
       // Its codes in 16-byte loads (those past the segment's tokens are not used).
