@@ -19,7 +19,9 @@
 //!   of the other blocks: it copies the packed entries and the dictionary's bytes to shared
 //!   memory 16 bytes at a time, once (a token's lookup is then one load); for each segment
 //!   it finds each row's first token (a `words` root's counts, one block-wide sum), and
-//!   walks the segment's tokens in tiles of [`TILE_TOKENS`] (four a thread). In a tile each
+//!   walks the segment's tokens in tiles of [`TILE_TOKENS`] (four a thread; eight,
+//!   [`TILE_TOKENS_NARROW`], when its codes are bit-packed in at most 16 bits and staged as
+//!   `u16`, which leaves room for a larger stage). In a tile each
 //!   thread takes consecutive tokens, so its bytes are one contiguous run: a block-wide sum
 //!   of the tokens' lengths places them, the bytes are assembled in shared memory at the
 //!   output's alignment and stored 16 bytes at a time, and each row whose first token falls
