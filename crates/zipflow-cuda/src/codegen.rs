@@ -2765,7 +2765,7 @@ mod tests {
             };
             assert_eq!(k.segment_rows, rows, "{plan}");
             // A `words` block takes several segments in turn, its dictionary staged once.
-            let looped = "for (u32 seg = seg0; seg < min(seg0 + 4u, zf_nseg); ++seg) {";
+            let looped = "for (u32 seg = seg0; seg < min(seg0 + 8u, zf_nseg); ++seg) {";
             if plan.starts_with("words") {
                 assert_eq!(k.segments_per_block, strings::WORDS_SEGMENTS_PER_BLOCK);
                 assert!(k.source.contains(looped), "{plan}");
