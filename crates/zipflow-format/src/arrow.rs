@@ -44,6 +44,7 @@ use arrow::datatypes::{
 use zipflow_core::types::TimeUnit;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{ColumnType, Error, IntVec, PType, Result, Values};
+use zipflow_encodings::rowindex::RowIndex;
 use zipflow_encodings::{NodeView, Scratch, views};
 
 use crate::file::Validity;
@@ -488,21 +489,22 @@ fn string_array_pooled<O: OffsetSizeTrait>(
     arr.map_err(|e| Error::external(format!("column `{name}`: rebuilding strings"), e))
 }
 
-/// A string or binary view array straight from a `strdict` node and its decoded dictionary:
-/// one view per dictionary entry, then one 16-byte view per row gathered by code as the
-/// codes stream, with the dictionary's bytes as the only data buffer. No row's bytes are
-/// copied, and the codes are never written out whole. The node's row index, if any, is
-/// checked against the rows' lengths.
+/// A string or binary view array straight from a `strdict` node (checked by
+/// `zipflow_encodings::strdict::check`, which gives its row `index`) and its decoded
+/// dictionary: one view per dictionary entry, then one 16-byte view per row gathered by code
+/// as the codes stream, with the dictionary's bytes as the only data buffer. No row's bytes
+/// are copied, and the codes are never written out whole. The row index, if any, is checked
+/// against the rows' lengths.
 pub fn dict_view_array(
     name: &str,
     node: &NodeView<'_>,
+    index: Option<RowIndex<'_>>,
     dict: ByteStrings,
     utf8: bool,
     views: Vec<u128>,
     scratch: &mut Scratch,
 ) -> Result<ArrayRef> {
     let bad = |what: &str| Error::corrupt(format!("column `{name}`: {what}"));
-    let index = zipflow_encodings::strdict::check(node)?;
     let (codes, rows) = (&node.children[0], node.len);
     if u32::try_from(dict.data.len()).is_err() {
         return Err(Error::unsupported(format!(

@@ -582,7 +582,7 @@ fn dict_views(
     scratch: &mut Scratch,
 ) -> Result<ArrayRef> {
     let wrong = || Error::corrupt("strdict children have the wrong types");
-    zipflow_encodings::strdict::check(node)?;
+    let index = zipflow_encodings::strdict::check(node)?;
     let dict = match scratch.decode(&node.children[1])? {
         Values::Bytes(d) => d,
         other => {
@@ -590,7 +590,7 @@ fn dict_views(
             return Err(wrong());
         }
     };
-    crate::arrow::dict_view_array(name, node, dict, utf8, views, scratch)
+    crate::arrow::dict_view_array(name, node, index, dict, utf8, views, scratch)
 }
 
 /// A view array from a `words` node over strings, each view built as its string's tokens

@@ -37,9 +37,9 @@
 //! permute, unchecked where the codes' encoding cannot pass the dictionary. When every entry
 //! is packed, a token's length is one shared load in the segment sums and in the tiles, and a
 //! code past the dictionary is caught from the largest. In the first kernel, a chunk with
-//! fewer segments than warps shares each segment's byte sum among several warps. Offsets are `u32` or `u64`
-//! (the host picks per column), relative to the start of the column's bytes, or not written
-//! at all when only the bytes are wanted.
+//! fewer segments than warps shares each segment's byte sum among several warps. Offsets are
+//! `u32` or `u64` (the host picks per column), relative to the start of the column's bytes,
+//! or not written at all when only the bytes are wanted.
 //!
 //! Every read is bounded by what the host validated (dictionary codes and token positions
 //! are checked in the kernels), and every write by the chunk's byte count: the expansion
@@ -1120,18 +1120,12 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         let quads = self.tile_tokens() / super::STRING_THREADS / 4;
         let loads = if narrow { quads / 2 } else { quads };
         let parts = |q: u32| -> String {
-            let f = ["x", "y", "z", "w"];
-            if narrow {
-                f.iter()
-                    .map(|c| format!("zf_cq{q}.{c} & 0xffffu, zf_cq{q}.{c} >> 16"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            } else {
-                f.iter()
-                    .map(|c| format!("zf_cq{q}.{c}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
+            ["x", "y", "z", "w"]
+                .map(|c| match narrow {
+                    true => format!("zf_cq{q}.{c} & 0xffffu, zf_cq{q}.{c} >> 16"),
+                    false => format!("zf_cq{q}.{c}"),
+                })
+                .join(", ")
         };
         let load_codes: String = (0..loads)
             .map(|q| {
