@@ -2852,9 +2852,9 @@ mod tests {
                 "{plan}"
             );
             let offsets = if plan.starts_with("words") {
-                "((u32*)o)[rb + i] = (u32)v;"
+                "__stcs((u32*)o + rb + i, (u32)v);"
             } else {
-                "((u32*)o)[r0 + tt + x] = (u32)v;"
+                "__stcs((u32*)o + r0 + tt + x, (u32)v);"
             };
             for n in [
                 "const u32 T1 = tab[2u * seg + 2u], B1 = tab[2u * seg + 3u];",
@@ -2880,7 +2880,8 @@ mod tests {
             k.source
                 .contains("zf_entry(zf_m2 < ZF_STR_OFFS, zf_goff2, c, so[j], sl[j]);")
         );
-        // Staged bytes are stored 16 bytes at a time.
-        assert!(k.source.contains("gw[y] = sw[y];"));
+        // Staged bytes are stored 16 bytes at a time, marked to be evicted first (the output
+        // is not read again by the decoder), and so are the offsets.
+        assert!(k.source.contains("__stcs(gw + y, sw[y]);"));
     }
 }

@@ -180,8 +180,9 @@ __device__ __forceinline__ u32 zf_pick8(u32 lo, u32 hi, u32 c) {
 }
 
 // Stores output bytes [g0, g1) from `st`, which holds output byte x at byte
-// x - (g0 rounded down to 16): the 16-byte words in between whole, the ends byte by byte
-// (threads t of nt, at least 16).
+// x - (g0 rounded down to 16): the 16-byte words in between whole (marked evict-first, as
+// are the offsets: nothing here reads them again), the ends byte by byte (threads t of nt,
+// at least 16).
 __device__ __forceinline__ void zf_store_from(u8* __restrict__ out, const u8* st, u64 g0, u64 g1, u32 t, u32 nt) {
   const u64 gb = g0 & ~15ull, v0 = (g0 + 15u) & ~15ull, v1 = g1 & ~15ull;
   if (v0 > v1) {
@@ -192,7 +193,7 @@ __device__ __forceinline__ void zf_store_from(u8* __restrict__ out, const u8* st
   if (t < g1 - v1) out[v1 + t] = st[v1 - gb + t];
   const uint4* sw = (const uint4*)st + (v0 - gb) / 16u;
   uint4* gw = (uint4*)(out + v0);
-  for (u32 y = t; y < (u32)((v1 - v0) / 16u); y += nt) gw[y] = sw[y];
+  for (u32 y = t; y < (u32)((v1 - v0) / 16u); y += nt) __stcs(gw + y, sw[y]);
 }
 
 // The same from the block's stage, by all threads of the block.
@@ -1247,7 +1248,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
           if (rb + i < r1 && rt[i] >= tt && rt[i] - tt < ZF_TILE_TOK) {
             const u64 v = at + B0 + zf_stp[rt[i] - tt];
-            if (ow == 8u) ((u64*)o)[rb + i] = v; else ((u32*)o)[rb + i] = (u32)v;
+            if (ow == 8u) __stcs((u64*)o + rb + i, v); else __stcs((u32*)o + rb + i, (u32)v);
           }
         }
       }
@@ -1258,7 +1259,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         const u32 tn = min(ZF_TILE_TOK, tseg - tt);
         for (u32 x = threadIdx.x; x < tn; x += ZF_THREADS) {
           const u64 v = at + B0 + zf_stp[x];
-          if (ow == 8u) ((u64*)o)[r0 + tt + x] = v; else ((u32*)o)[r0 + tt + x] = (u32)v;
+          if (ow == 8u) __stcs((u64*)o + r0 + tt + x, v); else __stcs((u32*)o + r0 + tt + x, (u32)v);
         }
       }
 "#
