@@ -148,6 +148,9 @@ pub struct Kernel {
     pub segments_per_block: u32,
     /// Bytes of dynamic shared memory per block of the expansion kernel.
     pub expand_smem: u32,
+    /// Bytes of dynamic shared memory per block of [`strings::EXPAND_NARROW_NAME`], the
+    /// expansion with the smaller stage, or 0 when the shape has none.
+    pub expand_narrow_smem: u32,
     /// Whether [`KERNEL_NAME`] must run before the expansion. A `strdict` root whose entries
     /// have one length and whose nodes are all fully parallel needs nothing from it: its
     /// segment table is arithmetic and its entries sit at `code * length`.
@@ -632,6 +635,7 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         dyn_smem: 0,
         expand: String::new(),
         expand_smem: 0,
+        expand_narrow_smem: 0,
         staged: Vec::new(),
         quads: Vec::new(),
     };
@@ -677,17 +681,45 @@ extern "C" __global__ void __launch_bounds__({bounds})
         } else {
             "ZF_THREADS"
         };
-        let second = head(
-            strings::EXPAND_NAME,
-            &g.expand,
-            &format!(
-                "\n  const u32 seg0 = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
-            ),
-            bounds,
+        let seg = format!(
+            "\n  const u32 seg0 = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
         );
+        let second = if g.narrow_expansion() {
+            // The body once, as a template over the stage's size (`ZF_STR_STAGE`) and the
+            // staged codes' type, and two entry points: the stage for long strings and `u32`
+            // codes, two blocks a multiprocessor as their shared memory allows, and the
+            // smaller one with `u16` codes, three (registers capped to fit them).
+            let body = head("zf_expand_t", &g.expand, &seg, "").replace(
+                "extern \"C\" __global__ void __launch_bounds__()\n",
+                "template <u32 zf_stage_t, typename zf_code_t>\n__device__ __forceinline__ void ",
+            );
+            let entry = |name: &str, bounds: &str, params: &str| {
+                format!(
+                    r#"
+extern "C" __global__ void __launch_bounds__({bounds})
+{name}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
+          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
+  zf_expand_t<{params}>(in, out, scratch, prm, work, err);
+}}
+"#
+                )
+            };
+            format!(
+                "{body}{}{}",
+                entry(strings::EXPAND_NAME, bounds, "ZF_STAGE_WIDE, u32"),
+                entry(
+                    strings::EXPAND_NARROW_NAME,
+                    "ZF_THREADS, 1536 / ZF_THREADS",
+                    "ZF_STAGE_NARROW, u16"
+                )
+            )
+        } else {
+            head(strings::EXPAND_NAME, &g.expand, &seg, bounds)
+        };
         g.src.push_str(&first);
         g.src.push_str(&second);
         let (dyn_smem, expand_smem, segment_rows) = (g.dyn_smem, g.expand_smem, g.segment_rows());
+        let expand_narrow_smem = g.expand_narrow_smem;
         let segments_per_block = g.segments_per_block();
         let fixed_strings = g.fixed_length(0).is_some();
         let first_kernel =
@@ -704,6 +736,7 @@ extern "C" __global__ void __launch_bounds__({bounds})
             segment_rows,
             segments_per_block,
             expand_smem,
+            expand_narrow_smem,
             first_kernel,
             fixed_strings,
         });
@@ -787,6 +820,7 @@ extern "C" __global__ void __launch_bounds__({bounds})
         segment_rows: 0,
         segments_per_block: 0,
         expand_smem: 0,
+        expand_narrow_smem: 0,
         first_kernel: true,
         fixed_strings: false,
     })
@@ -1353,6 +1387,8 @@ struct Gen<'a> {
     expand: String,
     /// Bytes of dynamic shared memory the expansion uses.
     expand_smem: u32,
+    /// Bytes of dynamic shared memory the expansion with the smaller stage uses (0: none).
+    expand_narrow_smem: u32,
     /// Nodes whose `zf_each<k>` (a visit of a range of values) is emitted.
     staged: Vec<usize>,
     /// Nodes whose `zf_q<k>` (four neighbouring values at once) is emitted.
@@ -2299,6 +2335,52 @@ mod tests {
     }
 
     #[test]
+    fn short_strings_take_the_expansion_with_the_smaller_stage() {
+        // l_shipmode's 4.3 bytes a row fit it, l_shipinstruct's 12.6 do not.
+        assert!(strings::fits_narrow_stage(65_536, 65_536 * 43 / 10));
+        assert!(!strings::fits_narrow_stage(65_536, 65_536 * 126 / 10));
+        assert!(strings::fits_narrow_stage(0, 0));
+        assert!(!strings::fits_narrow_stage(1, u64::from(u32::MAX)));
+        // The edge: an average tile with a quarter more fills the stage, less 16 bytes.
+        let edge = u64::from(strings::STAGE_BYTES_NARROW_STRINGS - 16) * 4 / 5;
+        assert!(strings::fits_narrow_stage(4096, edge));
+        assert!(!strings::fits_narrow_stage(4096, edge + 1));
+        // A `strdict` gets it when its codes' encoding stays below 2^16; entries of one
+        // length, codes that could pass 2^16 and `words` roots do not.
+        let short = byte_strings((0..3000).map(|i| format!("s{}", "x".repeat(i % 9)).into_bytes()));
+        for (plan, values, has) in [
+            ("strdict(codes: radix)", &short, true),
+            ("strdict(codes: bitpack)", &short, true),
+            ("strdict(codes: ans)", &short, false),
+            ("strdict(codes: plain)", &short, false),
+            ("words(codes: bitpack, counts: bitpack)", &texts(), false),
+        ] {
+            let k = generate(&shape_of(plan, values)).unwrap_or_else(|e| panic!("{plan}: {e}"));
+            assert_eq!(k.expand_narrow_smem > 0, has, "{plan}");
+            assert_eq!(
+                k.source.contains(strings::EXPAND_NARROW_NAME),
+                has,
+                "{plan}"
+            );
+            let code_t = if has {
+                "zf_code_t"
+            } else if plan.starts_with("words") {
+                "u16"
+            } else {
+                "u32"
+            };
+            assert!(
+                k.source.contains(&format!("#define ZF_CODE_T {code_t}")),
+                "{plan}"
+            );
+        }
+        let ones = byte_strings((0..3000).map(|i| vec![b'a' + (i % 3) as u8]));
+        let k =
+            generate(&shape_of("strdict(codes: radix)", &ones)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(k.expand_narrow_smem, 0);
+    }
+
+    #[test]
     fn strings_of_one_length_expand_row_by_row() {
         let mut b = zipflow_core::values::ByteStrings::default();
         b.offsets.push(0);
@@ -2707,6 +2789,16 @@ mod tests {
         assert_eq!(k.kind, KernelKind::Chunk);
     }
 
+    fn byte_strings(rows: impl Iterator<Item = Vec<u8>>) -> Values {
+        let mut b = zipflow_core::values::ByteStrings::default();
+        b.offsets.push(0);
+        for r in rows {
+            b.data.extend_from_slice(&r);
+            b.offsets.push(b.data.len() as u64);
+        }
+        Values::Bytes(b)
+    }
+
     fn texts() -> Values {
         let mut b = zipflow_core::values::ByteStrings::default();
         b.offsets.push(0);
@@ -2778,21 +2870,28 @@ mod tests {
                 assert!(k.source.contains("const u32 seg = seg0;"), "{plan}");
             }
             // Codes bit-packed in at most 16 bits: a `words` tile stages them as `u16` and
-            // takes eight tokens a thread, in a larger stage.
-            let narrow = plan.starts_with("words(codes: bitpack");
-            let stage = if narrow {
+            // takes eight tokens a thread, in a larger stage; a `strdict` has a second
+            // expansion with a smaller stage and its codes as `u16`, three blocks a
+            // multiprocessor.
+            let narrow_dict = plan.starts_with("strdict(codes: bitpack");
+            let narrow = plan.starts_with("words(codes: bitpack") || narrow_dict;
+            let stage = if narrow && !narrow_dict {
                 strings::STAGE_BYTES_NARROW
             } else if plan.starts_with("words") {
                 strings::STAGE_BYTES
             } else {
                 strings::STAGE_BYTES_STRINGS
             };
-            for n in [
-                "#define ZF_CODE_T u16",
-                "zf_cq0.x & 0xffffu, zf_cq0.x >> 16",
-            ] {
-                assert_eq!(k.source.contains(n), narrow, "{plan}: {n}");
-            }
+            assert_eq!(
+                k.source.contains("#define ZF_CODE_T u16"),
+                narrow && !narrow_dict,
+                "{plan}"
+            );
+            assert_eq!(
+                k.source.contains("zf_cq0.x & 0xffffu, zf_cq0.x >> 16"),
+                narrow,
+                "{plan}"
+            );
             // The segment table comes from the row index when the chunk has one.
             assert!(
                 k.source
@@ -2800,10 +2899,39 @@ mod tests {
                 "{plan}"
             );
             assert!(k.expand_smem >= stage, "{plan}");
-            assert!(
-                k.source.contains(&format!("#define ZF_STR_STAGE {stage}u")),
-                "{plan}"
-            );
+            if narrow_dict {
+                let narrow_stage = strings::STAGE_BYTES_NARROW_STRINGS;
+                for n in [
+                    "#define ZF_STR_STAGE zf_stage_t".to_string(),
+                    format!("#define ZF_STAGE_WIDE {stage}u"),
+                    format!("#define ZF_STAGE_NARROW {narrow_stage}u"),
+                    "template <u32 zf_stage_t, typename zf_code_t>\n__device__ __forceinline__ void zf_expand_t("
+                        .to_string(),
+                    "#define ZF_CODE_T zf_code_t".to_string(),
+                    "if constexpr (sizeof(ZF_CODE_T) == 2u) {".to_string(),
+                    "__launch_bounds__(ZF_THREADS)\nzf_expand(".to_string(),
+                    "zf_expand_t<ZF_STAGE_WIDE, u32>(in, out, scratch, prm, work, err);".to_string(),
+                    "__launch_bounds__(ZF_THREADS, 1536 / ZF_THREADS)\nzf_expand_n(".to_string(),
+                    "zf_expand_t<ZF_STAGE_NARROW, u16>(in, out, scratch, prm, work, err);".to_string(),
+                ] {
+                    assert!(k.source.contains(&n), "{plan}: {n}");
+                }
+                // Three blocks (and their static shared memory) fit a multiprocessor's 228
+                // KiB, a KiB of each reserved.
+                assert!(k.expand_narrow_smem >= narrow_stage, "{plan}");
+                assert!(
+                    3 * (k.expand_narrow_smem + 2048 + 1024) <= 228 * 1024,
+                    "{plan}"
+                );
+                assert!(k.expand_smem > k.expand_narrow_smem, "{plan}");
+            } else {
+                assert!(
+                    k.source.contains(&format!("#define ZF_STR_STAGE {stage}u")),
+                    "{plan}"
+                );
+                assert_eq!(k.expand_narrow_smem, 0, "{plan}");
+                assert!(!k.source.contains(strings::EXPAND_NARROW_NAME), "{plan}");
+            }
             let (first, second) = k
                 .source
                 .split_once(strings::EXPAND_NAME)

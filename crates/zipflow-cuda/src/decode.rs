@@ -16,7 +16,7 @@
 //! repeated: that a dictionary is strictly increasing (it only matters for predicates).
 
 use crate::cache::TUNE_THREADS;
-use crate::codegen::strings::EXPAND_NAME;
+use crate::codegen::strings::{EXPAND_NAME, EXPAND_NARROW_NAME, fits_narrow_stage};
 use crate::codegen::{
     ERR_ANS, ERR_CHAR, ERR_DICT, ERR_FSST, ERR_PATCH, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR,
     KERNEL_NAME, Kernel, KernelKind, SLOT_OUT, generate,
@@ -173,9 +173,9 @@ struct Group {
     prm_host: Vec<u64>,
     /// Two u32 per block: chunk index in the group, vector index.
     work: CudaSlice<u32>,
-    /// Byte strings: the expansion kernel, run after `function`, and its work list (two u32
-    /// per block: chunk index in the group, segment index).
-    expand: Option<(CudaFunction, CudaSlice<u32>)>,
+    /// Byte strings: the expansion kernel, run after `function`, its work list (two u32
+    /// per block: chunk index in the group, segment index) and its dynamic shared memory.
+    expand: Option<(CudaFunction, CudaSlice<u32>, u32)>,
 }
 
 /// A column prepared for decoding on one GPU (see the module docs).
@@ -216,6 +216,9 @@ struct HostGroup {
     prm: Vec<u64>,
     work: Vec<u32>,
     expand_work: Vec<u32>,
+    /// Whether every segment so far is short enough on average for the expansion with the
+    /// smaller stage ([`fits_narrow_stage`]).
+    narrow: bool,
 }
 
 impl<'g> ColumnDecoder<'g> {
@@ -319,6 +322,7 @@ impl<'g> ColumnDecoder<'g> {
                             prm: Vec::new(),
                             work: Vec::new(),
                             expand_work: Vec::new(),
+                            narrow: true,
                         });
                         by_key.insert(key, host.len() - 1);
                         host.len() - 1
@@ -376,9 +380,19 @@ impl<'g> ColumnDecoder<'g> {
                     // Built from the node's row index (the first kernel copies it), else
                     // summed by the first kernel.
                     filler.prm[base + 5] = u64::MAX;
-                    if let Some(table) =
-                        segment_table(&node, &g.kernel, n).map_err(|e| e.at_chunk(c as u32))?
-                    {
+                    let table =
+                        segment_table(&node, &g.kernel, n).map_err(|e| e.at_chunk(c as u32))?;
+                    // The smaller stage, when every segment's strings (else the chunk's) are
+                    // short enough on average for a tile to fit it.
+                    g.narrow &= match &table {
+                        Some(t) => (0..segments).all(|s| {
+                            let rows = (node.len - s * g.kernel.segment_rows as usize)
+                                .min(g.kernel.segment_rows as usize);
+                            fits_narrow_stage(rows as u64, u64::from(t[2 * s + 3] - t[2 * s + 1]))
+                        }),
+                        None => fits_narrow_stage(node.len as u64, n),
+                    };
+                    if let Some(table) = table {
                         filler
                             .extra
                             .resize(filler.extra.len().next_multiple_of(8), 0);
@@ -452,11 +466,18 @@ impl<'g> ColumnDecoder<'g> {
                 .clone_htod(&g.work)
                 .map_err(cuda("uploading the work list"))?;
             let expand = if g.kernel.segment_rows > 0 {
-                let f = load(gpu, &g.kernel, EXPAND_NAME, g.kernel.expand_smem)?;
+                // The expansion with the smaller stage (more blocks a multiprocessor) when
+                // every segment's strings are short enough on average for a tile to fit it.
+                let (name, smem) = if g.kernel.expand_narrow_smem > 0 && g.narrow {
+                    (EXPAND_NARROW_NAME, g.kernel.expand_narrow_smem)
+                } else {
+                    (EXPAND_NAME, g.kernel.expand_smem)
+                };
+                let f = load(gpu, &g.kernel, name, smem)?;
                 let w = stream
                     .clone_htod(&g.expand_work)
                     .map_err(cuda("uploading the work list"))?;
-                Some((f, w))
+                Some((f, w, smem))
             } else {
                 None
             };
@@ -584,14 +605,14 @@ impl<'g> ColumnDecoder<'g> {
                 stream,
             )?;
         }
-        if let Some((f, work)) = &group.expand {
+        if let Some((f, work, smem)) = &group.expand {
             debug_assert!(all, "string kernels run over all chunks at once");
             self.launch_one(
                 f,
                 work,
                 0..work.len() / 2,
                 group.kernel.threads,
-                group.kernel.expand_smem,
+                *smem,
                 &group.prm,
                 stream,
             )?;

@@ -371,6 +371,17 @@ fn string_streams() -> Vec<Values> {
                 .clone()
         })
         .collect()));
+    // Short strings with one tile of long ones: a `strdict` expands them with the smaller
+    // stage, which that tile does not fit (it goes byte by byte, in windows).
+    out.push(of((0..70_000)
+        .map(|i| {
+            if (8192..12_288).contains(&i) {
+                [b"0123456789AB".to_vec(), b"XYZXYZXYZXYZ".to_vec()][i % 2].clone()
+            } else {
+                [b"ab".to_vec(), b"cde".to_vec()][(i / 3) % 2].clone()
+            }
+        })
+        .collect()));
     // Text: 2 to 12 words each, over 4 tiles of stage memory per tile in places.
     out.push(of((0..70_000)
         .map(|i| {

@@ -191,8 +191,17 @@ fn source(input: &Path, column: &str, out: Option<&Path>, force: bool) -> Result
             }
         };
         let entry = if kernel.segment_rows > 0 {
+            let narrow = if kernel.expand_narrow_smem > 0 {
+                format!(
+                    ", or `{}` instead when the strings are short (a smaller stage, three \
+                     blocks a multiprocessor)",
+                    zipflow_cuda::codegen::strings::EXPAND_NARROW_NAME
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "`{}` (one block per chunk) then `{}` (one block per {} rows)",
+                "`{}` (one block per chunk) then `{}` (one block per {} rows){narrow}",
                 zipflow_cuda::codegen::KERNEL_NAME,
                 zipflow_cuda::codegen::strings::EXPAND_NAME,
                 kernel.segment_rows * kernel.segments_per_block.max(1)

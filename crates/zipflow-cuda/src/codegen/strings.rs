@@ -28,9 +28,14 @@
 //!   in the tile writes its offset.
 //!
 //! A `strdict` or `plain` root is the same with one token per row, in tiles of [`TILE_ROWS`]
-//! (eight a thread, two tiles a block). When every packed entry of a `strdict` has at most 8
-//! or 24 bytes (every token of a `words` root at most 16), a tile takes one assembly step a
-//! token instead of one per 16 bytes. Entries of one length need no table: their offsets are
+//! (eight a thread, two tiles a block). The expansion of a `strdict` whose codes' encoding
+//! stays below 2^16 comes twice: [`EXPAND_NAME`] with a stage for long strings, two blocks a
+//! multiprocessor, and [`EXPAND_NARROW_NAME`] with a smaller one and its codes staged as
+//! `u16`, three blocks a multiprocessor, which the host launches when every segment's
+//! strings are short enough on average for a tile to fit it ([`fits_narrow_stage`]; a tile
+//! that does not fit takes the byte-by-byte path). When every packed entry of a `strdict`
+//! has at most 8 or 24 bytes (every token of a `words` root at most 16), a tile takes one
+//! assembly step a token instead of one per 16 bytes. Entries of one length need no table: their offsets are
 //! arithmetic (stored 16 bytes at a time), and with one byte each warp of the expansion takes
 //! [`FIXED_PIECE`] bytes of the output at a time into its own part of the stage, with no
 //! block barrier; up to eight such entries sit in two registers and a code's byte is one byte
@@ -52,6 +57,9 @@ use zipflow_core::{PType, Result};
 
 /// Name of the generated kernel that expands a byte-string column's segments.
 pub const EXPAND_NAME: &str = "zf_expand";
+/// Name of the same expansion with [`STAGE_BYTES_NARROW_STRINGS`] of stage, three blocks a
+/// multiprocessor (`strdict` roots whose codes are staged as `u16`).
+pub const EXPAND_NARROW_NAME: &str = "zf_expand_n";
 /// Rows of a chunk each expansion block of a `words` root takes.
 pub const SEGMENT_ROWS: u32 = 2048;
 // A segment is one step of its node's row index, so the file holds its segment table.
@@ -107,6 +115,21 @@ pub const STAGE_BYTES_NARROW: u32 = 39 * 1024;
 /// its static) still leaves room for a second one on a multiprocessor, as its registers
 /// allow.
 pub const STAGE_BYTES_STRINGS: u32 = 53 * 1024;
+/// The stage of [`EXPAND_NARROW_NAME`]: with codes staged as `u16` a block takes 70 KiB of
+/// dynamic shared memory, so three share a multiprocessor, as their registers (capped at
+/// 40) allow. Three blocks decode l_shipmode's strings (4.3 bytes) 7 to 9 % faster than
+/// two; the same layout at two blocks is no faster than the wide stage.
+pub const STAGE_BYTES_NARROW_STRINGS: u32 = 28 * 1024;
+
+/// Whether `rows` strings of `bytes` bytes in all (a segment, or a chunk without a row
+/// index) expand with [`EXPAND_NARROW_NAME`]: their average tile ([`TILE_ROWS`] rows) with a
+/// quarter more fits [`STAGE_BYTES_NARROW_STRINGS`] with 16 bytes of alignment.
+pub fn fits_narrow_stage(rows: u64, bytes: u64) -> bool {
+    rows == 0
+        || u128::from(bytes) * u128::from(TILE_ROWS) * 5
+            <= u128::from(rows) * u128::from(STAGE_BYTES_NARROW_STRINGS - 16) * 4
+}
+
 /// The stage of `strdict` roots with entries of one length: three blocks still share a
 /// multiprocessor.
 pub const STAGE_BYTES_FIXED: u32 = 48 * 1024;
@@ -196,10 +219,9 @@ __device__ __forceinline__ void zf_store_from(u8* __restrict__ out, const u8* st
   for (u32 y = t; y < (u32)((v1 - v0) / 16u); y += nt) __stcs(gw + y, sw[y]);
 }
 
-// The same from the block's stage, by all threads of the block.
-__device__ __forceinline__ void zf_store_stage(u8* __restrict__ out, u64 g0, u64 g1) {
-  zf_store_from(out, zf_stage, g0, g1, threadIdx.x, ZF_THREADS);
-}
+// The same from the block's stage, by all threads of the block (a macro: where the stage
+// lies may depend on the expansion's template parameters).
+#define zf_store_stage(out, g0, g1) zf_store_from(out, zf_stage, g0, g1, threadIdx.x, ZF_THREADS)
 
 // A string tile's block-wide exclusive sum (wrapping) with one barrier: the warps' totals go
 // to one of two buffers in turn (`flip`, uniform), so a call writes without a barrier before:
@@ -331,9 +353,24 @@ impl Gen<'_> {
             })
     }
 
+    /// Whether the expansion comes twice, [`EXPAND_NARROW_NAME`] beside [`EXPAND_NAME`]: a
+    /// `strdict` root (of entries of more than one length) whose codes' encoding cannot pass
+    /// 2^16, so that the narrow one can stage them as `u16` (the wide one keeps `u32`: from
+    /// `u16`, l_shipinstruct's longer strings decoded 1 to 2 % slower).
+    pub(super) fn narrow_expansion(&self) -> bool {
+        let root = &self.nodes[0];
+        root.op == Op::StrDict
+            && self.fixed_length(0).is_none()
+            && root
+                .children
+                .first()
+                .and_then(|&c| self.code_domain(c))
+                .is_some_and(|d| d <= 1 << 16)
+    }
+
     /// Tokens of one tile of this byte-string shape's expansion.
     pub(super) fn tile_tokens(&self) -> u32 {
-        if self.narrow_codes() {
+        if self.nodes[0].op == Op::Words && self.narrow_codes() {
             TILE_TOKENS_NARROW
         } else if self.nodes[0].op == Op::Words {
             TILE_TOKENS
@@ -344,7 +381,7 @@ impl Gen<'_> {
 
     /// Bytes of this byte-string shape's stage.
     pub(super) fn stage_bytes(&self) -> u32 {
-        if self.narrow_codes() {
+        if self.nodes[0].op == Op::Words && self.narrow_codes() {
             STAGE_BYTES_NARROW
         } else if self.nodes[0].op == Op::Words {
             STAGE_BYTES
@@ -426,6 +463,21 @@ impl Gen<'_> {
         // the word that holds an entry's first byte, 16 bytes into the stage at most.
         let stage = self.stage_bytes();
         self.expand_smem = (offs + tp_words + code_words) * 4 + stage + dict + 48;
+        // A stage of either size and codes of either type: the expansion is a template over
+        // them (see `narrow_expansion`).
+        let (stage_define, code_t, code_words) = if self.narrow_expansion() {
+            self.expand_narrow_smem =
+                (offs + tp_words + code_words / 2) * 4 + STAGE_BYTES_NARROW_STRINGS + dict + 48;
+            (
+                format!(
+                    "zf_stage_t\n#define ZF_STAGE_WIDE {stage}u\n#define ZF_STAGE_NARROW {STAGE_BYTES_NARROW_STRINGS}u"
+                ),
+                "zf_code_t",
+                "(u32)sizeof(ZF_CODE_T) * ZF_SEG_TOK / 4u".to_string(),
+            )
+        } else {
+            (format!("{stage}u"), code_t, format!("{code_words}u"))
+        };
         let tile = self.tile_tokens();
         let items = tile / super::STRING_THREADS;
         let rows = seg_rows / super::STRING_THREADS;
@@ -433,7 +485,7 @@ impl Gen<'_> {
             r#"
 #define ZF_STR_OFFS {offs}u
 #define ZF_STR_DICT {dict}u
-#define ZF_STR_STAGE {stage}u
+#define ZF_STR_STAGE {stage_define}
 #define ZF_SEG_ROWS {seg_rows}u
 #define ZF_TILE_TOK {tile}u
 #define ZF_SEG_TOK {seg_tok}u
@@ -455,7 +507,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 #define zf_stp ((u32*)zf_dyn + ZF_STR_OFFS)
 #define ZF_CODE_T {code_t}
 #define zf_scode ((ZF_CODE_T*)((u32*)zf_dyn + ZF_STR_OFFS + {tp_words}u))
-#define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + {tp_words}u + {code_words}u))
+#define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + {tp_words}u + {code_words}))
 #define zf_sdict (zf_stage + ZF_STR_STAGE)
 "#
         ));
@@ -1117,26 +1169,37 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         };
         // A thread's tokens in 16-byte quads: its codes are loaded (four `u32` or eight
         // `u16` a load) and its token positions stored a quad at a time.
-        let narrow = self.narrow_codes();
         let quads = self.tile_tokens() / super::STRING_THREADS / 4;
-        let loads = if narrow { quads / 2 } else { quads };
-        let parts = |q: u32| -> String {
-            ["x", "y", "z", "w"]
-                .map(|c| match narrow {
-                    true => format!("zf_cq{q}.{c} & 0xffffu, zf_cq{q}.{c} >> 16"),
-                    false => format!("zf_cq{q}.{c}"),
+        let load = |narrow: bool, pad: &str| -> String {
+            let loads = if narrow { quads / 2 } else { quads };
+            let parts = |q: u32| -> String {
+                ["x", "y", "z", "w"]
+                    .map(|c| match narrow {
+                        true => format!("zf_cq{q}.{c} & 0xffffu, zf_cq{q}.{c} >> 16"),
+                        false => format!("zf_cq{q}.{c}"),
+                    })
+                    .join(", ")
+            };
+            (0..loads)
+                .map(|q| {
+                    format!("{pad}const uint4 zf_cq{q} = ((const uint4*)codes)[{loads}u * threadIdx.x + {q}u];\n")
                 })
-                .join(", ")
+                .chain(std::iter::once(format!(
+                    "{pad}const u32 cq[ZF_TOK_ITEMS] = {{{}}};\n",
+                    (0..loads).map(parts).collect::<Vec<_>>().join(", ")
+                )))
+                .collect()
         };
-        let load_codes: String = (0..loads)
-            .map(|q| {
-                format!("      const uint4 zf_cq{q} = ((const uint4*)codes)[{loads}u * threadIdx.x + {q}u];\n")
-            })
-            .chain(std::iter::once(format!(
-                "      const u32 cq[ZF_TOK_ITEMS] = {{{}}};\n",
-                (0..loads).map(parts).collect::<Vec<_>>().join(", ")
-            )))
-            .collect();
+        let load_codes = if self.narrow_expansion() {
+            // `u16` in the narrow expansion, `u32` in the wide one.
+            format!(
+                "      u32 cq[ZF_TOK_ITEMS];\n      if constexpr (sizeof(ZF_CODE_T) == 2u) {{\n{}        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) cq[j] = zf_c[j];\n      }} else {{\n{}        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) cq[j] = zf_c[j];\n      }}\n",
+                load(true, "        ").replace("const u32 cq[", "const u32 zf_c["),
+                load(false, "        ").replace("const u32 cq[", "const u32 zf_c["),
+            )
+        } else {
+            load(self.narrow_codes(), "      ")
+        };
         let store_positions: String = (0..quads)
             .map(|q| {
                 let t = |i: u32| format!("tp[{}]", 4 * q + i);
@@ -1314,7 +1377,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 
     /// The number of values node `k`'s encoding can express at all, where the shape fixes
     /// it: a `radix` base, or two to a compiled `bitpack` width.
-    fn code_domain(&self, k: usize) -> Option<u32> {
+    pub(super) fn code_domain(&self, k: usize) -> Option<u32> {
         let n = &self.nodes[k];
         match n.op {
             Op::Radix => n.width,
