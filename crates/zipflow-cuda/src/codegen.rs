@@ -655,12 +655,14 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     g.node(0)?;
     if shape.ptype == PType::Bytes {
         let len_slot = nodes[0].base;
-        let head = |name: &str, body: &str, seg: &str, bounds: &str| {
+        // Every entry point (and the expansion's template body) takes the same parameters.
+        let params = "(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,\n          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err)";
+        let global =
+            |bounds: &str| format!("extern \"C\" __global__ void __launch_bounds__({bounds})\n");
+        let head = |decl: &str, name: &str, body: &str, seg: &str| {
             format!(
                 r#"
-extern "C" __global__ void __launch_bounds__({bounds})
-{name}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
-          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
+{decl}{name}{params} {{
   const u32 chunk = work[2u * blockIdx.x];{seg}
   const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
   const u32 len = (u32)e.prm[{len_slot}];
@@ -668,7 +670,12 @@ extern "C" __global__ void __launch_bounds__({bounds})
 "#
             )
         };
-        let first = head(KERNEL_NAME, &g.stages, "\n  (void)out;", "ZF_THREADS");
+        let first = head(
+            &global("ZF_THREADS"),
+            KERNEL_NAME,
+            &g.stages,
+            "\n  (void)out;",
+        );
         // A `words` expansion holds two blocks of 512 threads per multiprocessor (its shared
         // memory allows no more): registers are capped to fit them, as the loop over a
         // block's segments would otherwise take more.
@@ -689,19 +696,16 @@ extern "C" __global__ void __launch_bounds__({bounds})
             // staged codes' type, and two entry points: the stage for long strings and `u32`
             // codes, two blocks a multiprocessor as their shared memory allows, and the
             // smaller one with `u16` codes, three (registers capped to fit them).
-            let body = head("zf_expand_t", &g.expand, &seg, "").replace(
-                "extern \"C\" __global__ void __launch_bounds__()\n",
+            let body = head(
                 "template <u32 zf_stage_t, typename zf_code_t>\n__device__ __forceinline__ void ",
+                "zf_expand_t",
+                &g.expand,
+                &seg,
             );
-            let entry = |name: &str, bounds: &str, params: &str| {
+            let entry = |name: &str, bounds: &str, args: &str| {
                 format!(
-                    r#"
-extern "C" __global__ void __launch_bounds__({bounds})
-{name}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
-          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
-  zf_expand_t<{params}>(in, out, scratch, prm, work, err);
-}}
-"#
+                    "\n{}{name}{params} {{\n  zf_expand_t<{args}>(in, out, scratch, prm, work, err);\n}}\n",
+                    global(bounds)
                 )
             };
             format!(
@@ -714,7 +718,7 @@ extern "C" __global__ void __launch_bounds__({bounds})
                 )
             )
         } else {
-            head(strings::EXPAND_NAME, &g.expand, &seg, bounds)
+            head(&global(bounds), strings::EXPAND_NAME, &g.expand, &seg)
         };
         g.src.push_str(&first);
         g.src.push_str(&second);
@@ -2800,14 +2804,9 @@ mod tests {
     }
 
     fn texts() -> Values {
-        let mut b = zipflow_core::values::ByteStrings::default();
-        b.offsets.push(0);
-        for i in 0..3000u64 {
-            b.data
-                .extend_from_slice(format!("word{} and {} more. ", i % 40, i % 7).as_bytes());
-            b.offsets.push(b.data.len() as u64);
-        }
-        Values::Bytes(b)
+        byte_strings(
+            (0..3000u64).map(|i| format!("word{} and {} more. ", i % 40, i % 7).into_bytes()),
+        )
     }
 
     #[test]

@@ -370,7 +370,7 @@ impl Gen<'_> {
 
     /// Tokens of one tile of this byte-string shape's expansion.
     pub(super) fn tile_tokens(&self) -> u32 {
-        if self.nodes[0].op == Op::Words && self.narrow_codes() {
+        if self.narrow_codes() {
             TILE_TOKENS_NARROW
         } else if self.nodes[0].op == Op::Words {
             TILE_TOKENS
@@ -381,7 +381,7 @@ impl Gen<'_> {
 
     /// Bytes of this byte-string shape's stage.
     pub(super) fn stage_bytes(&self) -> u32 {
-        if self.nodes[0].op == Op::Words && self.narrow_codes() {
+        if self.narrow_codes() {
             STAGE_BYTES_NARROW
         } else if self.nodes[0].op == Op::Words {
             STAGE_BYTES
@@ -1170,7 +1170,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         // A thread's tokens in 16-byte quads: its codes are loaded (four `u32` or eight
         // `u16` a load) and its token positions stored a quad at a time.
         let quads = self.tile_tokens() / super::STRING_THREADS / 4;
-        let load = |narrow: bool, pad: &str| -> String {
+        let load = |narrow: bool, pad: &str, var: &str| -> String {
             let loads = if narrow { quads / 2 } else { quads };
             let parts = |q: u32| -> String {
                 ["x", "y", "z", "w"]
@@ -1185,7 +1185,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                     format!("{pad}const uint4 zf_cq{q} = ((const uint4*)codes)[{loads}u * threadIdx.x + {q}u];\n")
                 })
                 .chain(std::iter::once(format!(
-                    "{pad}const u32 cq[ZF_TOK_ITEMS] = {{{}}};\n",
+                    "{pad}const u32 {var}[ZF_TOK_ITEMS] = {{{}}};\n",
                     (0..loads).map(parts).collect::<Vec<_>>().join(", ")
                 )))
                 .collect()
@@ -1194,11 +1194,11 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             // `u16` in the narrow expansion, `u32` in the wide one.
             format!(
                 "      u32 cq[ZF_TOK_ITEMS];\n      if constexpr (sizeof(ZF_CODE_T) == 2u) {{\n{}        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) cq[j] = zf_c[j];\n      }} else {{\n{}        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) cq[j] = zf_c[j];\n      }}\n",
-                load(true, "        ").replace("const u32 cq[", "const u32 zf_c["),
-                load(false, "        ").replace("const u32 cq[", "const u32 zf_c["),
+                load(true, "        ", "zf_c"),
+                load(false, "        ", "zf_c"),
             )
         } else {
-            load(self.narrow_codes(), "      ")
+            load(self.narrow_codes(), "      ", "cq")
         };
         let store_positions: String = (0..quads)
             .map(|q| {
