@@ -11,7 +11,9 @@
 //!   (positions are strictly increasing, so each block finds its own by binary search);
 //! - `delta` is a block-wide wrapping prefix sum over the chunk, carried from tile to tile;
 //! - `rle` scans the run lengths (block-wide exclusive sum) and expands each run, each warp
-//!   walking its share of a tile's positions 32 at a time (`zf_rle_walk`);
+//!   walking its share of a tile's positions 32 at a time (`zf_rle_walk`); a root `delta`
+//!   over `rle` decodes both from sums over the runs, marking where runs start in a bitmap of
+//!   the tile's positions and counting a lane's run from it (`zf_rle_walk_heads`);
 //!
 //! `delta` and `rle` read their children four neighbouring values per thread (`zf_q<k>`):
 //! bit-packed, those are neighbouring lanes of one row, unpacked from one position
@@ -574,6 +576,60 @@ __device__ __forceinline__ void zf_rle_walk(const u32* rs, u32 lo, u32 hi, F f) 
     const u32 j = min(jb + le + __popc(bits & (0xffffffffu >> (31u - lane))), ZF_RLE_TILE - 1u);
     if (qw + lane < z) f(qw + lane, j);
     jb = __shfl_sync(0xffffffffu, j, 31);
+  }
+}
+
+// Positions of an rle tile's head map: one bit per output position of a window of the tile,
+// set where a run starts (a power of two, at least 32).
+#define ZF_HEAD_BITS 16384u
+
+// Sets the head-map bit of a run starting at b (relative to the window) when it is in the
+// window. Several threads' runs may share a word.
+__device__ __forceinline__ void zf_head(u32* hd, u32 b) {
+  if (b < ZF_HEAD_BITS) atomicOr(hd + (b >> 5), 1u << (b & 31u));
+}
+
+// Calls f(q, j) for every output position q of a window [lo, hi) of an rle tile (hi - lo <=
+// ZF_HEAD_BITS), with j its run (the last j with rs[j] <= q, below ZF_RLE_TILE), then clears
+// the head-map words it read. Each warp takes an equal share of the positions, 32
+// consecutive ones (one head-map word) a step, so its stores coalesce. Only its first
+// position is searched for; after that a lane's run is the run before the step's plus the
+// heads at or before it in the word, so the steps depend on each other by one add.
+template <typename F>
+__device__ __forceinline__ void zf_rle_window(const u32* rs, u32* hd, u32 lo, u32 hi, F f) {
+  const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nw = ZF_THREADS / 32u;
+  const u32 per = ((hi - lo + nw - 1u) / nw + 31u) & ~31u;
+  if (warp * per >= hi - lo) return;
+  const u32 a = lo + warp * per, z = hi - a > per ? a + per : hi;
+  const u32 i0 = (a - lo) >> 5, le = 0xffffffffu >> (31u - lane);
+  u32 i = i0;
+  // The run before position a when a run starts there (its bit is counted below).
+  u32 jb = zf_run_of(rs, a) - (hd[i] & 1u);
+  for (u32 qw = a; qw < z; qw += 32u, ++i) {
+    const u32 w = hd[i];
+    const u32 j = min(jb + __popc(w & le), ZF_RLE_TILE - 1u);
+    if (qw + lane < z) f(qw + lane, j);
+    jb += __popc(w);
+  }
+  __syncwarp();
+  for (u32 x = i0 + lane; x < i; x += 32u) hd[x] = 0u;
+}
+
+// zf_rle_walk with a head map: calls f(q, j) for every output position q of an rle tile,
+// [lo, hi), with j its run, a window of ZF_HEAD_BITS positions at a time. The caller has set
+// the first window's heads; later windows' heads come from the tile's starts. Every thread
+// of the block calls it.
+template <typename F>
+__device__ __forceinline__ void zf_rle_walk_heads(const u32* rs, u32* hd, u32 lo, u32 hi, F f) {
+  for (u32 w0 = lo;;) {
+    const u32 w1 = hi - w0 > ZF_HEAD_BITS ? w0 + ZF_HEAD_BITS : hi;
+    zf_rle_window(rs, hd, w0, w1, f);
+    if (w1 == hi) return;
+    __syncthreads();
+    for (u32 r = threadIdx.x; r < ZF_RLE_TILE; r += ZF_THREADS)
+      if (rs[r] < rs[r + 1u]) zf_head(hd, rs[r] - w1);
+    __syncthreads();
+    w0 = w1;
   }
 }
 
@@ -1309,7 +1365,8 @@ fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> 
 /// run's value times its length is summed too, and `rp` holds each run's pair (base, value)
 /// instead of `rv`: the base is the value before the run (`dcarry` plus the exclusive sum)
 /// less the value times the run's start less one, so that position q of the run decodes to
-/// base + value * q; `dtot` is the tile's total.
+/// base + value * q; `dtot` is the tile's total; and the runs' starts are set in the head map
+/// `hd` (its first window, for `zf_rle_walk_heads`).
 fn rle_tiles(
     t: &str,
     loads: impl Fn(&str) -> String,
@@ -1318,39 +1375,64 @@ fn rle_tiles(
 ) -> (String, String) {
     let first = loads("threadIdx.x * ZF_RLE_ITEMS");
     let next = loads("r0 + ZF_RLE_TILE + threadIdx.x * ZF_RLE_ITEMS");
+    let clear = if delta.is_some() {
+        "    // The head map starts clear; each window's walk clears the words it read.
+    for (u32 x = threadIdx.x; x < ZF_HEAD_BITS / 32u; x += ZF_THREADS) hd[x] = 0u;
+"
+    } else {
+        ""
+    };
     let load = format!(
         r#"    const u32 nruns = (u32)e.prm[{vlen}];
     u64 carry = 0ull;
-    // Each thread's ZF_RLE_ITEMS consecutive runs of the next tile, loaded a tile ahead.
+{clear}    // Each thread's ZF_RLE_ITEMS consecutive runs of the next tile, loaded a tile ahead.
     u32 nl[ZF_RLE_ITEMS];
     {t} nv[ZF_RLE_ITEMS];
 {first}"#
     );
-    let (dsum, dput) =
-        match delta {
-            Some(a) => (
-                format!(
-                    r#"      {a} dl = ({a})0;
+    let (dsum, dput, dend) = match delta {
+        Some(a) => (
+            format!(
+                r#"      {a} dl = ({a})0;
 #pragma unroll
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) dl += ({a})nv[i] * ({a})nl[i];
       {a} dtot;
       {a} d = dcarry + zf_scan_excl<{a}>(dl, &dtot);
+      // The word of the head map whose bits this thread is collecting, and the bits.
+      u32 hw = 0xffffffffu, hm = 0u;
 "#
-                ),
-                format!(
+            ),
+            format!(
                 "        // The run's base taken back to position 0, and its value: the value at
         // position q of the run is then one multiply-add, and one shared load.
         rp[threadIdx.x * ZF_RLE_ITEMS + i] = {make}(d - ({a})nv[i] * (({a})s - ({a})1), ({a})nv[i]);
         d += ({a})nv[i] * ({a})nl[i];
+        if (nl[i] != 0u && s - carry < ZF_HEAD_BITS) {{
+          // A thread's runs are neighbours: their heads are ORed per word, one atomic a word.
+          const u32 b = (u32)(s - carry);
+          if ((b >> 5) != hw) {{
+            if (hm != 0u) atomicOr(hd + hw, hm);
+            hw = b >> 5;
+            hm = 0u;
+          }}
+          hm |= 1u << (b & 31u);
+        }}
 ",
-                make = if a == "u64" { "make_ulonglong2" } else { "make_uint2" },
+                make = if a == "u64" {
+                    "make_ulonglong2"
+                } else {
+                    "make_uint2"
+                },
             ),
-            ),
-            None => (
-                String::new(),
-                "        rv[threadIdx.x * ZF_RLE_ITEMS + i] = nv[i];\n".to_string(),
-            ),
-        };
+            "      if (hm != 0u) atomicOr(hd + hw, hm);
+",
+        ),
+        None => (
+            String::new(),
+            "        rv[threadIdx.x * ZF_RLE_ITEMS + i] = nv[i];\n".to_string(),
+            "",
+        ),
+    };
     let place = format!(
         r#"      u64 ls = 0ull;
 #pragma unroll
@@ -1365,7 +1447,7 @@ fn rle_tiles(
         rs[threadIdx.x * ZF_RLE_ITEMS + i] = (u32)min(s, (u64)n);
 {dput}        s += nl[i];
       }}
-      if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);
+{dend}      if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);
       // The next tile's runs load while the block waits.
 {next}      __syncthreads();
 "#
@@ -1766,15 +1848,17 @@ __device__ __forceinline__ u32 zf_hpq{k}(const Env& e, u32 v, u32 j, u32 j0) {{
         Ok(format!(
             r#"  {{ // node {k}: delta over rle (node {rle}), in one pass over run tiles: each run's first
     // value from an exclusive sum of value * length, then each output position of the tile
-    // (coalesced) from its run's, the runs found by `zf_rle_walk`
+    // (coalesced) from its run's, the runs counted from a map of where they start
     __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
     __shared__ {pair} zf_rp{k}[ZF_RLE_TILE];
+    __shared__ u32 zf_hd{k}[ZF_HEAD_BITS / 32u];
     u32* const rs = zf_rs{k};
+    u32* const hd = zf_hd{k};
     {pair}* const rp = zf_rp{k};
     const u32 n = (u32)e.prm[{len}];
     {a} dcarry = ({a})e.prm[{base}];
 {load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
-{place}      zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE], [&](u32 q, u32 j) {{
+{place}      zf_rle_walk_heads(rs, hd, rs[0], rs[ZF_RLE_TILE], [&](u32 q, u32 j) {{
         const {pair} bv = rp[j];
         o[q] = ({t})({u})(bv.x + bv.y * ({a})q);
       }});
@@ -2630,6 +2714,18 @@ mod tests {
             "rp[threadIdx.x * ZF_RLE_ITEMS + i] = make_ulonglong2(d - (u64)nv[i] * ((u64)s - (u64)1), (u64)nv[i]);"
         ));
         assert!(k.source.contains("dl += (u64)nv[i] * (u64)nl[i];"));
+        // Each run's start goes to the head map, which starts clear, a thread's bits ORed
+        // per word; the walk counts runs from it.
+        for q in [
+            "__shared__ u32 zf_hd0[ZF_HEAD_BITS / 32u];",
+            "for (u32 x = threadIdx.x; x < ZF_HEAD_BITS / 32u; x += ZF_THREADS) hd[x] = 0u;",
+            "if (nl[i] != 0u && s - carry < ZF_HEAD_BITS) {",
+            "hm |= 1u << (b & 31u);",
+            "if (hm != 0u) atomicOr(hd + hw, hm);",
+            "zf_rle_walk_heads(rs, hd, rs[0], rs[ZF_RLE_TILE],",
+        ] {
+            assert!(k.source.contains(q), "{q}: {}", k.source);
+        }
         assert!(
             k.source
                 .contains("__launch_bounds__(ZF_THREADS, 2048 / ZF_THREADS)")
@@ -2680,6 +2776,7 @@ mod tests {
         }
         assert!(k.source.contains("zf_q2(e, p, c);"), "{}", k.source);
         assert!(k.source.contains("zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE],"));
+        assert!(!k.source.contains("zf_hd0"), "{}", k.source);
         // Other children read value by value behind the same interface.
         let k = generate(&shape_of("delta | zigzag | bitpack", &ints()))
             .unwrap_or_else(|e| panic!("{e}"));
