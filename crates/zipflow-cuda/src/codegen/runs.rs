@@ -1,0 +1,358 @@
+//! `delta` and `rle`: the group-parallel stages of chunk kernels. Both read their children
+//! four neighbouring values per thread (`zf_q<k>`) and work in tiles carried from one to the
+//! next: `delta` a block-wide wrapping prefix sum, `rle` a block-wide sum of run lengths that
+//! places the runs, then each warp walking its share of the tile's positions. A root `delta`
+//! over `rle` decodes both in one pass over the runs.
+
+use super::{DICT_SHARED, Gen, acc, ctype, width_expr};
+use crate::shape::Op;
+use zipflow_core::Result;
+
+/// Code that sets `dst[0..4]` to values `p .. p + 3` of node `c` (of C type `ct`, `p % 4 ==
+/// 0`) cast to `cast`, or 0 at and past `lim`; `zf_q<c>` must be emitted.
+fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> String {
+    format!(
+        r#"    if ({p} + 3u < {lim}) {{
+      {ct} zq[4];
+      zf_q{c}(e, {p}, zq);
+#pragma unroll
+      for (u32 i = 0u; i < 4u; ++i) {dst}[i] = ({cast})zq[i];
+    }} else {{
+#pragma unroll
+      for (u32 i = 0u; i < 4u; ++i) {dst}[i] = {p} + i < {lim} ? ({cast})zf_n{c}(e, {p} + i) : ({cast})0;
+    }}
+"#
+    )
+}
+
+/// The shared part of the `rle` stages: `load` reads the first tile's runs ahead (and declares
+/// `nruns`, `carry`); `place` (in the loop over tiles starting at `r0`) sums the tile's
+/// lengths, checks them, writes the run starts to `rs` (`ZF_RLE_TILE + 1` entries, the last
+/// one the tile's end) and the values to `rv`, reads the next tile's runs ahead, and ends
+/// with a barrier; `tot` is the tile's length. With `delta` (its accumulator type), each
+/// run's value times its length is summed too, and `rp` holds each run's pair (base, value)
+/// instead of `rv`: the base is the value before the run (`dcarry` plus the exclusive sum)
+/// less the value times the run's start less one, so that position q of the run decodes to
+/// base + value * q; `dtot` is the tile's total; and the runs' starts are set in the head map
+/// `hd` (its first window, for `zf_rle_walk_heads`).
+fn rle_tiles(
+    t: &str,
+    loads: impl Fn(&str) -> String,
+    vlen: usize,
+    delta: Option<&str>,
+) -> (String, String) {
+    let first = loads("threadIdx.x * ZF_RLE_ITEMS");
+    let next = loads("r0 + ZF_RLE_TILE + threadIdx.x * ZF_RLE_ITEMS");
+    let clear = if delta.is_some() {
+        "    // The head map starts clear; each window's walk clears the words it read.
+    for (u32 x = threadIdx.x; x < ZF_HEAD_BITS / 32u; x += ZF_THREADS) hd[x] = 0u;
+"
+    } else {
+        ""
+    };
+    let load = format!(
+        r#"    const u32 nruns = (u32)e.prm[{vlen}];
+    u64 carry = 0ull;
+{clear}    // Each thread's ZF_RLE_ITEMS consecutive runs of the next tile, loaded a tile ahead.
+    u32 nl[ZF_RLE_ITEMS];
+    {t} nv[ZF_RLE_ITEMS];
+{first}"#
+    );
+    let (dsum, dput, dend) = match delta {
+        Some(a) => (
+            format!(
+                r#"      {a} dl = ({a})0;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) dl += ({a})nv[i] * ({a})nl[i];
+      {a} dtot;
+      {a} d = dcarry + zf_scan_excl<{a}>(dl, &dtot);
+      // The word of the head map whose bits this thread is collecting, and the bits.
+      u32 hw = 0xffffffffu, hm = 0u;
+"#
+            ),
+            format!(
+                "        // The run's base taken back to position 0, and its value: the value at
+        // position q of the run is then one multiply-add, and one shared load.
+        rp[threadIdx.x * ZF_RLE_ITEMS + i] = {make}(d - ({a})nv[i] * (({a})s - ({a})1), ({a})nv[i]);
+        d += ({a})nv[i] * ({a})nl[i];
+        if (nl[i] != 0u && s - carry < ZF_HEAD_BITS) {{
+          // A thread's runs are neighbours: their heads are ORed per word, one atomic a word.
+          const u32 b = (u32)(s - carry);
+          if ((b >> 5) != hw) {{
+            if (hm != 0u) atomicOr(hd + hw, hm);
+            hw = b >> 5;
+            hm = 0u;
+          }}
+          hm |= 1u << (b & 31u);
+        }}
+",
+                make = if a == "u64" {
+                    "make_ulonglong2"
+                } else {
+                    "make_uint2"
+                },
+            ),
+            "      if (hm != 0u) atomicOr(hd + hw, hm);
+",
+        ),
+        None => (
+            String::new(),
+            "        rv[threadIdx.x * ZF_RLE_ITEMS + i] = nv[i];\n".to_string(),
+            "",
+        ),
+    };
+    let place = format!(
+        r#"      u64 ls = 0ull;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) ls += nl[i];
+      u64 tot;
+      u64 s = carry + zf_scan_excl<u64>(ls, &tot);
+{dsum}#pragma unroll
+      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{
+        const u32 r = r0 + threadIdx.x * ZF_RLE_ITEMS + i;
+        if (r < nruns && nl[i] == 0u) atomicOr(e.err, ZF_ERR_RLE_ZERO);
+        if (s + nl[i] > n) atomicOr(e.err, ZF_ERR_RLE_SUM);
+        rs[threadIdx.x * ZF_RLE_ITEMS + i] = (u32)min(s, (u64)n);
+{dput}        s += nl[i];
+      }}
+{dend}      if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);
+      // The next tile's runs load while the block waits.
+{next}      __syncthreads();
+"#
+    );
+    (load, place)
+}
+
+impl Gen<'_> {
+    fn load4(&mut self, c: usize, p: &str, lim: &str, dst: &str, cast: &str) -> Result<String> {
+        self.quad(c)?;
+        Ok(load4_code(
+            c,
+            ctype(self.nodes[c].ptype)?,
+            p,
+            lim,
+            dst,
+            cast,
+        ))
+    }
+
+    fn rle_loads(
+        &mut self,
+        t: &str,
+        values: usize,
+        runs: usize,
+    ) -> Result<impl Fn(&str) -> String + use<>> {
+        self.quad(runs)?;
+        self.quad(values)?;
+        let (rt, vt) = (
+            ctype(self.nodes[runs].ptype)?,
+            ctype(self.nodes[values].ptype)?,
+        );
+        let t = t.to_string();
+        Ok(move |r: &str| {
+            format!(
+                "{}{}",
+                load4_code(runs, rt, r, "nruns", "nl", "u32"),
+                load4_code(values, vt, r, "nruns", "nv", &t)
+            )
+        })
+    }
+
+    fn quad(&mut self, k: usize) -> Result<String> {
+        let name = format!("zf_q{k}");
+        if self.quads.contains(&k) {
+            return Ok(name);
+        }
+        let n = self.nodes[k].clone();
+        let t = ctype(n.ptype)?;
+        let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
+        let a = acc(n.ptype);
+        let b = n.base;
+        let each = |f: &str| format!("#pragma unroll\n  for (u32 i = 0u; i < 4u; ++i) {f}\n");
+        let body = match n.op {
+            Op::BitPack => format!(
+                "  {a} x[4];\n  zf_unpack4<{u}, {a}, {bits}>((const {u}*)(e.in + e.prm[{}]), {}, p, x);\n{}",
+                b + 1,
+                width_expr(&n),
+                each(&format!("v[i] = ({t})x[i];")),
+                bits = n.ptype.byte_width() * 8
+            ),
+            Op::For => {
+                let c = n.children[0];
+                let q = self.quad(c)?;
+                let ct = ctype(self.nodes[c].ptype)?;
+                format!(
+                    "  {ct} c[4];\n  {q}(e, p, c);\n{}",
+                    each(&format!(
+                        "v[i] = ({t})({u})(({a})c[i] + ({a})e.prm[{}]);",
+                        b + 1
+                    ))
+                )
+            }
+            Op::Dict if !self.has_stage(n.children[1]) => {
+                let (codes, values) = (n.children[0], n.children[1]);
+                let q = self.quad(codes)?;
+                let ct = ctype(self.nodes[codes].ptype)?;
+                format!(
+                    "  {ct} c[4];\n  {q}(e, p, c);\n  const u32 n = (u32)e.prm[{vlen}];\n{}",
+                    each(&format!(
+                        "{{\n    const u32 ci = (u32)c[i];\n    if (ci >= n) {{ atomicOr(e.err, ZF_ERR_DICT); v[i] = ({t})0; }}\n    else v[i] = n <= {DICT_SHARED}u ? zf_d{k}[ci] : zf_n{values}(e, ci);\n  }}"
+                    )),
+                    vlen = self.nodes[values].base
+                )
+            }
+            _ => each(&format!("v[i] = zf_n{k}(e, p + i);")),
+        };
+        self.quads.push(k);
+        self.src.push_str(&format!(
+            "\n// node {k}: values p .. p + 3 (p % 4 == 0)\n__device__ __forceinline__ void {name}(const Env& e, u32 p, {t}* v) {{\n{body}}}\n"
+        ));
+        Ok(name)
+    }
+
+    pub(super) fn delta_rle_stage(&mut self, k: usize, rle: usize) -> Result<String> {
+        let n = &self.nodes[k];
+        let r = &self.nodes[rle];
+        let t = ctype(n.ptype)?;
+        let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
+        let a = acc(n.ptype);
+        let (values, runs) = (r.children[0], r.children[1]);
+        let loads = self.rle_loads(t, values, runs)?;
+        let (load, place) = rle_tiles(t, loads, self.nodes[values].base, Some(a));
+        Ok(format!(
+            r#"  {{ // node {k}: delta over rle (node {rle}), in one pass over run tiles: each run's first
+    // value from an exclusive sum of value * length, then each output position of the tile
+    // (coalesced) from its run's, the runs counted from a map of where they start
+    __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
+    __shared__ {pair} zf_rp{k}[ZF_RLE_TILE];
+    __shared__ u32 zf_hd{k}[ZF_HEAD_BITS / 32u];
+    u32* const rs = zf_rs{k};
+    u32* const hd = zf_hd{k};
+    {pair}* const rp = zf_rp{k};
+    const u32 n = (u32)e.prm[{len}];
+    {a} dcarry = ({a})e.prm[{base}];
+{load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
+{place}      zf_rle_walk_heads(rs, hd, rs[0], rs[ZF_RLE_TILE], [&](u32 q, u32 j) {{
+        const {pair} bv = rp[j];
+        o[q] = ({t})({u})(bv.x + bv.y * ({a})q);
+      }});
+      carry += tot;
+      dcarry += dtot;
+      __syncthreads();
+    }}
+    if (threadIdx.x == 0u && carry != n) atomicOr(e.err, ZF_ERR_RLE_SUM);
+    __syncthreads();
+  }}
+"#,
+            len = self.nodes[rle].base,
+            base = n.base + 1,
+            pair = if a == "u64" { "ulonglong2" } else { "uint2" },
+        ))
+    }
+
+    /// The stage of a `delta` node `k`: a wrapping prefix sum over the chunk, tile by tile.
+    pub(super) fn delta_stage(&mut self, k: usize) -> Result<String> {
+        let b = self.nodes[k].base;
+        let t = ctype(self.nodes[k].ptype)?;
+        let u = ctype(self.nodes[k].ptype.to_unsigned()).unwrap_or(t);
+        let a = acc(self.nodes[k].ptype);
+        let children = self.nodes[k].children.clone();
+        let ch = |i: usize| children.get(i).copied().unwrap_or(0);
+        Ok(format!(
+            r#"  {{ // node {k}: delta: wrapping prefix sum over the chunk, tile by tile
+    const u32 n = (u32)e.prm[{b}];
+    const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    {a} carry = ({a})e.prm[{base}];
+    // Each thread sums ZF_DELTA_ITEMS consecutive values in registers; one warp scan of the
+    // threads' sums and the warps' totals give each thread its offset. The tile goes out
+    // through shared memory in coalesced rows; both shared arrays alternate between two
+    // halves, so the next tile needs no barrier before it writes them.
+    __shared__ {a} zf_w2{k}[2u * (ZF_THREADS / 32u)];
+    __shared__ {a} zf_st{k}[2u * ZF_THREADS * ZF_DELTA_ITEMS];
+    u32 half = 0u;
+    // The next tile's differences are read before this tile's second barrier, so their
+    // loads overlap the wait.
+    {a} nx[ZF_DELTA_ITEMS];
+{first}
+    for (u32 t0 = 0u; t0 < n; t0 += ZF_THREADS * ZF_DELTA_ITEMS) {{
+      const u32 first = t0 + threadIdx.x * ZF_DELTA_ITEMS;
+      {a} v[ZF_DELTA_ITEMS];
+      {a} run = ({a})0;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
+        run += nx[i];
+        v[i] = run;
+      }}
+      {a} x = run;
+#pragma unroll
+      for (u32 d = 1u; d < 32u; d <<= 1) {{
+        const {a} y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= d) x += y;
+      }}
+      {a}* wt = zf_w2{k} + half * (ZF_THREADS / 32u);
+      {a}* st = zf_st{k} + half * (ZF_THREADS * ZF_DELTA_ITEMS);
+      if (lane == 31u) wt[warp] = x;
+      __syncthreads();
+      {a} off = x - run, tot = ({a})0;
+      for (u32 w = 0u; w < ZF_THREADS / 32u; ++w) {{
+        const {a} t = wt[w];
+        if (w < warp) off += t;
+        tot += t;
+      }}
+      off += carry;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
+        st[threadIdx.x * ZF_DELTA_ITEMS + i] = off + v[i];
+      }}
+{next}      __syncthreads();
+#pragma unroll
+      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
+        const u32 p = t0 + i * ZF_THREADS + threadIdx.x;
+        if (p < n) {bi} = ({t})({u})st[i * ZF_THREADS + threadIdx.x];
+      }}
+      carry += tot;
+      half ^= 1u;
+    }}
+    __syncthreads();
+  }}
+"#,
+            base = b + 1,
+            bi = self.buf(k, "p")?,
+            first = self.load4(ch(0), "threadIdx.x * ZF_DELTA_ITEMS", "n", "nx", a)?,
+            next = self.load4(ch(0), "(first + ZF_THREADS * ZF_DELTA_ITEMS)", "n", "nx", a)?,
+        ))
+    }
+
+    /// The stage of an `rle` node `k`: its runs placed tile by tile, then expanded.
+    pub(super) fn rle_stage(&mut self, k: usize) -> Result<String> {
+        let t = ctype(self.nodes[k].ptype)?;
+        let b = self.nodes[k].base;
+        let children = self.nodes[k].children.clone();
+        let ch = |i: usize| children.get(i).copied().unwrap_or(0);
+        Ok({
+            let (values, runs) = (ch(0), ch(1));
+            let loads = self.rle_loads(t, values, runs)?;
+            let (load, place) = rle_tiles(t, loads, self.nodes[values].base, None);
+            format!(
+                r#"  {{ // node {k}: rle: run tiles of ZF_RLE_ITEMS runs per thread; an exclusive sum of
+    // their lengths places them, then each warp walks its share of the tile's output
+    // positions 32 at a time (coalesced), finding their runs from the tile's run starts
+    __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
+    __shared__ {t} zf_rv{k}[ZF_RLE_TILE];
+    u32* const rs = zf_rs{k};
+    {t}* const rv = zf_rv{k};
+    const u32 n = (u32)e.prm[{b}];
+{load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
+{place}      zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE], [&](u32 q, u32 j) {{ {bq} = rv[j]; }});
+      carry += tot;
+      __syncthreads();
+    }}
+    if (threadIdx.x == 0u && carry != n) atomicOr(e.err, ZF_ERR_RLE_SUM);
+    __syncthreads();
+  }}
+"#,
+                bq = self.buf(k, "q")?,
+            )
+        })
+    }
+}
