@@ -18,7 +18,7 @@
 //! `delta` and `rle` read their children four neighbouring values per thread (`zf_q<k>`):
 //! bit-packed, those are neighbouring lanes of one row, unpacked from one position
 //! computation (and for bytes from one 32-bit load).
-//! - `ans` decodes each block of its stream in one warp, a state per lane ([`strings`]).
+//! - `ans` decodes each block of its stream in one warp, a state per lane.
 //!
 //! Byte-string roots (`strdict`, `words`, `plain` over strings) write Arrow-style output: the
 //! column's bytes, then its `u64` offsets; their dictionaries are staged in shared memory
@@ -33,8 +33,8 @@
 //!
 //! The generator is split by what it emits: `prelude` (the CUDA C every kernel opens with),
 //! `lanes` (tile kernels' lane-by-lane bodies), `runs` (the `delta` and `rle` stages),
-//! `patch` (exceptions), `chars` (the character coders' stages) and [`strings`] (`ans` and
-//! byte strings); this module analyses the shape, lays out its descriptor slots and puts
+//! `patch` (exceptions), `ans`, `chars` (the character coders' stages) and [`strings`] (byte
+//! strings); this module analyses the shape, lays out its descriptor slots and puts
 //! the kernel together.
 //!
 //! Bit widths are part of the shape and compiled in as constants. The other per-chunk
@@ -49,6 +49,7 @@
 //! index) and an error word where the kernel ORs [`ERR_DICT`], [`ERR_RLE_ZERO`],
 //! [`ERR_RLE_SUM`], [`ERR_ANS`], [`ERR_STR`] on corrupt data.
 
+mod ans;
 mod chars;
 mod lanes;
 mod patch;

@@ -1,11 +1,4 @@
-//! Stages for `ans` streams and byte strings.
-//!
-//! - `ans`: each warp of the chunk's block takes whole blocks of the stream and decodes them
-//!   with one state per lane, exactly as the format lays them out (`zipflow_encodings::ans`):
-//!   the lanes that renormalise find their word by a ballot and a population count. The
-//!   4096-slot decoding table is built in shared memory from the cumulative frequencies the
-//!   host staged after the tree.
-//! - Byte strings take two kernels. The first (`zf_decode`, one block per chunk) runs every
+//! Byte strings. They take two kernels. The first (`zf_decode`, one block per chunk) runs every
 //!   numeric stage, computes the string dictionary's entry offsets (an exclusive sum of their
 //!   lengths) into the chunk's scratch region, each entry's offset and length packed in one
 //!   word after them, and writes the chunk's *segment table*: for
@@ -133,46 +126,6 @@ pub fn fits_narrow_stage(rows: u64, bytes: u64) -> bool {
 /// The stage of `strdict` roots with entries of one length: three blocks still share a
 /// multiprocessor.
 pub const STAGE_BYTES_FIXED: u32 = 48 * 1024;
-
-/// Words of an `ans` block each warp keeps in shared memory.
-pub const ANS_WINDOW: u32 = 512;
-
-const ANS_RENORM: &str = r#"
-// A warp's window of its block's words in shared memory: words [base, end) of the stream.
-// Each step reads its words from the window, so the state's dependency chain waits on
-// shared memory, not on device memory; the window is refilled (all loads in flight at once)
-// when a step might read past it.
-struct ZfWin {
-  u16* w;
-  u32 base, end;
-};
-
-__device__ __forceinline__ void zf_ans_fill(ZfWin& win, const u16* __restrict__ words,
-                                            u32 from, u32 stop) {
-  __syncwarp();
-  const u32 to = min(from + ZF_ANS_WIN, stop), lane = threadIdx.x & 31u;
-#pragma unroll 8
-  for (u32 i = from + lane; i < to; i += 32u) win.w[i - from] = __ldg(words + i);
-  __syncwarp();
-  win.base = from;
-  win.end = to;
-}
-
-// Refills the states of the lanes that fell below 2^16, in lane order, from the block's
-// words; a read past the block's words marks it bad.
-__device__ __forceinline__ void zf_ans_renorm(u32& x, bool act, u32& pos, const ZfWin& win,
-                                              bool& bad) {
-  const bool need = act && x < 65536u;
-  const u32 m = __ballot_sync(0xffffffffu, need);
-  if (need) {
-    const u32 i = pos + __popc(m & ((1u << (threadIdx.x & 31u)) - 1u));
-    u32 w = 0u;
-    if (i < win.end) w = win.w[i - win.base]; else bad = true;
-    x = (x << 16) | w;
-  }
-  pos += __popc(m);
-}
-"#;
 
 const STRING_HELPERS: &str = r#"
 // A dictionary entry in shared memory: its offset (24 bits) and length (8 bits), or all ones
@@ -512,113 +465,6 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 "#
         ));
         self.src.push_str(STRING_HELPERS);
-    }
-
-    /// Emits the stage that decodes `ans` node `k` into its buffer.
-    pub(super) fn ans_stage(&mut self, k: usize) -> Result<String> {
-        let n = self.nodes[k].clone();
-        let t = super::ctype(n.ptype)?;
-        let b = n.base;
-        if !self.ans_table {
-            self.ans_table = true;
-            self.src.push_str(&format!(
-                "\n#define ZF_ANS_WIN {ANS_WINDOW}u\n__shared__ u32 zf_atab[4096];\n__shared__ u16 zf_awin[ZF_THREADS / 32u][ZF_ANS_WIN];\n"
-            ));
-            self.src.push_str(ANS_RENORM);
-        }
-        let nphases = match n.ptype {
-            PType::U8 => 1,
-            PType::U16 => 2,
-            _ => 3,
-        };
-        // u16 and u32 symbols read bypass bits after the first step (only when some lane's
-        // bucket has them, else no state changes); u32 symbols may need a second refill.
-        const BYPASS: &str = r#"
-        // Bypass bits only when some lane's bucket has them (else no state changes).
-        u32 nb = 0u;
-        if (__any_sync(0xffffffffu, act && v >= 16u)) {
-        if (act && v >= 16u) {
-          nb = (v >> 2) - 2u;
-          const u32 k1 = min(nb, 16u);
-          const u32 bits = x & ((1u << k1) - 1u);
-          x >>= k1;
-          v = ((4u + (v & 3u)) << nb) | bits;
-        }
-        zf_ans_renorm(x, act, pos, win, bad);"#;
-        const HIGH: &str = r#"
-        if (__any_sync(0xffffffffu, nb > 16u)) {
-        if (act && nb > 16u) {
-          const u32 k2 = nb - 16u;
-          v |= (x & ((1u << k2) - 1u)) << 16;
-          x >>= k2;
-        }
-        zf_ans_renorm(x, act, pos, win, bad);
-        }"#;
-        let phases = match n.ptype {
-            PType::U8 => String::new(),
-            PType::U16 => format!("{BYPASS}\n        }}"),
-            _ => format!("{BYPASS}{HIGH}\n        }}"),
-        };
-        let out = self.buf(k, "first + j0 + lane")?;
-        Ok(format!(
-            r#"  {{ // node {k}: ans: each warp decodes whole blocks, one state per lane
-    const u32 n = (u32)e.prm[{b}];
-    const u32 nsym = (u32)e.prm[{nsym}];
-    const u32* cum = (const u32*)(e.in + e.prm[{cum}]);
-    // The table may still be read by an earlier ans stage.
-    __syncthreads();
-    if (n != 0u) {{
-      for (u32 slot = threadIdx.x; slot < 4096u; slot += ZF_THREADS) {{
-        u32 lo = 0u, hi = nsym;  // the last symbol whose cumulative frequency is <= slot
-        while (hi - lo > 1u) {{
-          const u32 mid = (lo + hi) >> 1;
-          if (__ldg(cum + mid) <= slot) lo = mid; else hi = mid;
-        }}
-        const u32 c = __ldg(cum + lo), f = __ldg(cum + lo + 1u) - c;
-        zf_atab[slot] = f << 20 | (slot - c) << 8 | lo;
-      }}
-    }}
-    __syncthreads();
-    const u32 lb = (u32)e.prm[{log2}], B = 1u << lb, nblocks = (n + B - 1u) >> lb;
-    const u32* states = (const u32*)(e.in + e.prm[{states}]);
-    const u32* starts = (const u32*)(e.in + e.prm[{starts}]);
-    const u16* words = (const u16*)(e.in + e.prm[{words}]);
-    const u32 nwords = (u32)e.prm[{nwords}];
-    const u32 lane = threadIdx.x & 31u;
-    for (u32 blk = threadIdx.x >> 5; blk < nblocks; blk += ZF_THREADS / 32u) {{
-      const u32 first = blk * B, cnt = min(B, n - first);
-      u32 x = __ldg(states + blk * 32u + lane);
-      u32 pos = __ldg(starts + blk);
-      const u32 end = blk + 1u < nblocks ? __ldg(starts + blk + 1u) : nwords;
-      bool bad = false;
-      ZfWin win = {{zf_awin[threadIdx.x >> 5], 0u, 0u}};
-      zf_ans_fill(win, words, pos, end);
-      for (u32 j0 = 0u; j0 < cnt; j0 += 32u) {{
-        // A step reads at most 32 words per phase.
-        if (pos + {nphases}u * 32u > win.end && win.end < end) zf_ans_fill(win, words, pos, end);
-        const bool act = j0 + lane < cnt;
-        u32 v = 0u;
-        if (act) {{
-          const u32 s = zf_atab[x & 4095u];
-          v = s & 0xffu;
-          x = (s >> 20) * (x >> 12) + ((s >> 8) & 4095u);
-        }}
-        zf_ans_renorm(x, act, pos, win, bad);{phases}
-        if (act) {out} = ({t})v;
-      }}
-      if (bad || pos != end || x != 65536u) atomicOr(e.err, ZF_ERR_ANS);
-    }}
-    __syncthreads();
-  }}
-"#,
-            states = b + 1,
-            starts = b + 2,
-            words = b + 3,
-            nwords = b + 4,
-            log2 = b + 5,
-            cum = b + 6,
-            nsym = b + 7,
-        ))
     }
 
     /// Emits string dictionary `k` (`plain` over byte strings) for both kernels, declaring
