@@ -26,8 +26,10 @@ pub const ID: u16 = 11;
 /// Most bytes one decoded chunk of strings may hold.
 pub const MAX_DECODED_BYTES: u64 = 1 << 32;
 
-/// Strings up to this length are copied with one fixed-size store.
-const SHORT: usize = 16;
+/// Dictionaries of up to this many entries are copied into padded slots (one fixed-size
+/// store a string) however few codes read them; larger ones only when they have no more
+/// entries than codes.
+const SHORT_SLOT_ENTRIES: usize = 4096;
 
 /// The sorted distinct strings of `b` and each value's code.
 pub fn build(b: &ByteStrings) -> Result<(ByteStrings, Vec<u32>)> {
@@ -176,28 +178,15 @@ pub fn gather(codes: &[u32], dict: &ByteStrings, out: &mut ByteStrings) -> Resul
     }
     let total = end as usize;
     out.data.clear();
-    if lens.iter().all(|&l| l as usize <= SHORT) {
-        // A padded copy of the dictionary, one 16-byte slot per string.
-        let mut slots = vec![[0u8; SHORT]; n];
-        for (slot, w) in slots.iter_mut().zip(dict.offsets.windows(2)) {
-            let s = &dict.data[w[0] as usize..w[1] as usize];
-            slot[..s.len()].copy_from_slice(s);
-        }
-        out.data.reserve(total + SHORT);
-        let base = out.data.as_mut_ptr();
-        for (&c, &start) in codes.iter().zip(&out.offsets) {
-            // Codes were all checked against the dictionary above.
-            let slot = &slots[c as usize];
-            // SAFETY: `start` is an offset below `total` (offsets are a prefix sum of the
-            // lengths ending at `total`), and the allocation holds `total + SHORT` bytes, so
-            // the 16-byte store stays inside it; the source is a 16-byte array.
-            unsafe {
-                std::ptr::copy_nonoverlapping(slot.as_ptr(), base.add(start as usize), SHORT);
-            }
-        }
-        // SAFETY: every byte below `total` was written: each string's bytes are stored at its
-        // offset, and the offsets tile 0..total with the strings' lengths.
-        unsafe { out.data.set_len(total) };
+    let longest = lens.iter().copied().max().unwrap_or(0) as usize;
+    // A padded copy of the dictionary pays off when it is not much larger than the output.
+    let padded = |slot: usize| longest <= slot && n <= codes.len().max(SHORT_SLOT_ENTRIES);
+    if padded(16) {
+        gather_padded::<16>(codes, dict, &out.offsets, total, &mut out.data);
+    } else if padded(32) {
+        gather_padded::<32>(codes, dict, &out.offsets, total, &mut out.data);
+    } else if padded(64) {
+        gather_padded::<64>(codes, dict, &out.offsets, total, &mut out.data);
     } else {
         out.data.reserve(total);
         for &c in codes {
@@ -209,6 +198,39 @@ pub fn gather(codes: &[u32], dict: &ByteStrings, out: &mut ByteStrings) -> Resul
         }
     }
     Ok(())
+}
+
+/// Writes each string `dict[codes[i]]` at `starts[i]` of `data` (cleared, `total` bytes once
+/// written) with one `S`-byte copy from a padded slot of the dictionary: every entry has at
+/// most `S` bytes, and the copy's bytes past the string are overwritten by the next ones (or
+/// lie past `total`). Codes must have been checked, and `starts` must be the strings' offsets
+/// (a prefix sum of their lengths ending at `total`).
+fn gather_padded<const S: usize>(
+    codes: &[u32],
+    dict: &ByteStrings,
+    starts: &[u64],
+    total: usize,
+    data: &mut Vec<u8>,
+) {
+    let mut slots = vec![[0u8; S]; dict.len()];
+    for (slot, w) in slots.iter_mut().zip(dict.offsets.windows(2)) {
+        let s = &dict.data[w[0] as usize..w[1] as usize];
+        slot[..s.len()].copy_from_slice(s);
+    }
+    data.reserve(total + S);
+    let base = data.as_mut_ptr();
+    for (&c, &start) in codes.iter().zip(starts) {
+        let slot = &slots[c as usize];
+        // SAFETY: `start` is an offset below `total` (offsets are a prefix sum of the
+        // lengths ending at `total`), and the allocation holds `total + S` bytes, so the
+        // S-byte store stays inside it; the source is an S-byte array.
+        unsafe {
+            std::ptr::copy_nonoverlapping(slot.as_ptr(), base.add(start as usize), S);
+        }
+    }
+    // SAFETY: every byte below `total` was written: each string's bytes are stored at its
+    // offset, and the offsets tile 0..total with the strings' lengths.
+    unsafe { data.set_len(total) };
 }
 
 #[cfg(test)]
@@ -272,6 +294,46 @@ mod tests {
         let v = strings(&items);
         let bytes = round_trip(&plan("strdict"), &v)?;
         assert!(bytes.len() < v.plain_size() / 4);
+        Ok(())
+    }
+
+    #[test]
+    fn every_slot_size_and_the_unpadded_copy_gather_the_same() -> Result<()> {
+        // Longest entries on each side of the 16, 32 and 64-byte slots; dictionaries smaller
+        // and larger than the codes (and than the padded copy's entry limit).
+        let mut r = random(11);
+        for longest in [1usize, 15, 16, 17, 31, 32, 33, 63, 64, 65, 200] {
+            for (entries, rows) in [(3usize, 1000usize), (50, 20), (5000, 100), (5000, 9000)] {
+                let dict: Vec<Vec<u8>> = (0..entries)
+                    .map(|i| {
+                        let len = if i == 0 {
+                            longest
+                        } else {
+                            (r() as usize) % (longest + 1)
+                        };
+                        (0..len).map(|_| (r() % 256) as u8).collect()
+                    })
+                    .collect();
+                let Values::Bytes(d) = strings(&dict.iter().map(Vec::as_slice).collect::<Vec<_>>())
+                else {
+                    unreachable!()
+                };
+                let codes: Vec<u32> = (0..rows).map(|_| (r() % entries as u64) as u32).collect();
+                let mut out = ByteStrings {
+                    offsets: vec![7],
+                    data: vec![1, 2, 3],
+                };
+                gather(&codes, &d, &mut out)?;
+                let want: Vec<&[u8]> = codes.iter().map(|&c| &dict[c as usize][..]).collect();
+                let Values::Bytes(want) = strings(&want) else {
+                    unreachable!()
+                };
+                assert_eq!(
+                    out, want,
+                    "longest {longest}, {entries} entries, {rows} rows"
+                );
+            }
+        }
         Ok(())
     }
 
