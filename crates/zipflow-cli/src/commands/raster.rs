@@ -219,8 +219,9 @@ fn bench_scene(
     scene: &Scene<'_>,
     plans: &[String],
     ops: &[Op],
-) -> Result<()> {
+) -> Result<Vec<(&'static str, usize, f64)>> {
     let pixels = scene.nir.pixels.len() as u64;
+    let mut speedups = Vec::new();
     for (p, plan_text) in plans.iter().enumerate() {
         let plan: Plan = plan_text
             .parse()
@@ -262,6 +263,7 @@ fn bench_scene(
                     || ndvi::fused(op, &nb, &rb, &pool),
                 );
                 let (rp_, rf) = (rp_?, rf?);
+                speedups.push((op.name(), threads, tp / tf));
                 println!(
                     "{:<11} {threads:>3} {:>11.2} {:>11.2} {:>7.2}x {:>11.2} {:>11.2}  {}",
                     op.name(),
@@ -282,7 +284,7 @@ fn bench_scene(
         let _ = std::fs::remove_file(&np);
         let _ = std::fs::remove_file(&rp);
     }
-    Ok(())
+    Ok(speedups)
 }
 
 /// Runs `zipflow bench ndvi`.
@@ -334,7 +336,14 @@ pub fn bench_ndvi(a: BenchNdviArgs) -> Result<()> {
             nir: &tn,
             red: &tr,
         };
-        bench_scene(&a, &dir, &tiled, std::slice::from_ref(&a.dram_plan), &ops)?;
+        let speedups = bench_scene(&a, &dir, &tiled, std::slice::from_ref(&a.dram_plan), &ops)?;
+        let at_two = speedups.iter().filter(|(_, t, _)| *t == 2);
+        if let Some((op, _, x)) = at_two.min_by(|a, b| a.2.total_cmp(&b.2)) {
+            println!(
+                "bar (each op fused at least 1.5x plain at 2 threads, DRAM-sized): {}; lowest {x:.2}x ({op})",
+                if *x >= 1.5 { "met" } else { "not met" }
+            );
+        }
     }
     println!("load average at end {}", load_average());
     Ok(())
@@ -431,6 +440,8 @@ pub fn bench_sum_curve(a: SumCurveArgs) -> Result<()> {
         .map(|&t| ndvi::pool(t).map(|p| (t, p)))
         .collect::<zipflow_core::Result<Vec<_>>>()?;
     let mut values = vec![0u32; len];
+    // The lowest speedup at a width up to 16, against the bar of 2x there.
+    let mut lowest: Option<(f64, u32, usize)> = None;
     for &w in &widths {
         if w == 0 || w > 32 {
             bail!("width {w} is outside 1..=32");
@@ -448,6 +459,9 @@ pub fn bench_sum_curve(a: SumCurveArgs) -> Result<()> {
             if sp != expected || sf != expected {
                 bail!("width {w}: sums differ: expected {expected}, plain {sp}, packed {sf}");
             }
+            if w <= 16 && lowest.is_none_or(|(x, _, _)| tp / tf < x) {
+                lowest = Some((tp / tf, w, *t));
+            }
             println!(
                 "{w:>5} {t:>3} {:>10.2} {:>10.2} {:>7.2}x {:>11.2} {:>11.2} {:>11.2}",
                 tp * 1e3,
@@ -458,6 +472,12 @@ pub fn bench_sum_curve(a: SumCurveArgs) -> Result<()> {
                 len as f64 / tp / 1e9,
             );
         }
+    }
+    if let Some((x, w, t)) = lowest {
+        println!(
+            "bar (fused at least 2x plain at every width up to 16): {}; lowest {x:.2}x (width {w}, {t} threads)",
+            if x >= 2.0 { "met" } else { "not met" }
+        );
     }
     println!("load average at end {}", load_average());
     Ok(())
