@@ -834,8 +834,25 @@ type SumFn = fn(&[u32]) -> u64;
 /// it); eight vectors ahead was slower than four.
 const SUM_PREFETCH_VECTORS: usize = 4;
 
-/// Prefetches the cache lines of `words[at..at + len]` (those within `words`).
+/// `sum` over each whole vector of `per` words, the words `SUM_PREFETCH_VECTORS` vectors
+/// ahead prefetched.
 #[inline(always)]
+fn sum_prefetched(words: &[u32], per: usize, sum: impl Fn(&[u32]) -> u64) -> u64 {
+    prefetch_ahead(words, 0, SUM_PREFETCH_VECTORS * per);
+    words
+        .chunks_exact(per)
+        .enumerate()
+        .map(|(i, v)| {
+            prefetch_ahead(words, (i + SUM_PREFETCH_VECTORS) * per, per);
+            sum(v)
+        })
+        .sum()
+}
+
+/// Prefetches the cache lines of `words[at..at + len]` (those within `words`); elsewhere
+/// than on x86-64, nothing.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn prefetch_ahead(words: &[u32], at: usize, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -919,16 +936,8 @@ macro_rules! sum_table {
                                 sum_vector::<$w>(vector)
                             }
                             fn call(words: &[u32]) -> u64 {
-                                prefetch_ahead(words, 0, SUM_PREFETCH_VECTORS * 32 * $w);
-                                words
-                                    .chunks_exact(32 * $w)
-                                    .enumerate()
-                                    .map(|(i, v)| {
-                                        prefetch_ahead(words, (i + SUM_PREFETCH_VECTORS) * 32 * $w, 32 * $w);
-                                        // SAFETY: chosen only after AVX-512BW was detected above.
-                                        unsafe { wide(v) }
-                                    })
-                                    .sum()
+                                // SAFETY: chosen only after AVX-512BW was detected above.
+                                sum_prefetched(words, 32 * $w, |v| unsafe { wide(v) })
                             }
                             return call;
                         }
@@ -943,16 +952,8 @@ macro_rules! sum_table {
                                 sum_vector::<$w>(vector)
                             }
                             fn call(words: &[u32]) -> u64 {
-                                prefetch_ahead(words, 0, SUM_PREFETCH_VECTORS * 32 * $w);
-                                words
-                                    .chunks_exact(32 * $w)
-                                    .enumerate()
-                                    .map(|(i, v)| {
-                                        prefetch_ahead(words, (i + SUM_PREFETCH_VECTORS) * 32 * $w, 32 * $w);
-                                        // SAFETY: chosen only after AVX2 was detected above.
-                                        unsafe { avx2(v) }
-                                    })
-                                    .sum()
+                                // SAFETY: chosen only after AVX2 was detected above.
+                                sum_prefetched(words, 32 * $w, |v| unsafe { avx2(v) })
                             }
                             return call;
                         }
