@@ -231,4 +231,33 @@ __device__ __forceinline__ A zf_scan_excl(A x, A* total) {
   *total = ws[32];
   return ws[warp] + incl - x;
 }
+
+// A tile's block-wide exclusive sum (wrapping) with one barrier (string and run tiles): the
+// warps' totals go to one of two buffers in turn (`flip`, uniform), so a call writes without
+// a barrier before: the last readers of that buffer passed the barrier of the call in
+// between. Every warp then sums the totals itself. All threads of the block call it.
+template <typename A>
+__device__ __forceinline__ A zf_scan_tile(A x, A* total, u32& flip) {
+  __shared__ A ws[2][ZF_THREADS / 32u];
+  const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  A incl = x;
+#pragma unroll
+  for (u32 d = 1u; d < 32u; d <<= 1) {
+    const A y = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += y;
+  }
+  A* const buf = ws[flip];
+  flip ^= 1u;
+  if (lane == 31u) buf[warp] = incl;
+  __syncthreads();
+  A w = lane < ZF_THREADS / 32u ? buf[lane] : (A)0;
+#pragma unroll
+  for (u32 d = 1u; d < ZF_THREADS / 32u; d <<= 1) {
+    const A y = __shfl_up_sync(0xffffffffu, w, d);
+    if (lane >= d) w += y;
+  }
+  const A before = __shfl_sync(0xffffffffu, w, (warp + 31u) & 31u);
+  *total = __shfl_sync(0xffffffffu, w, ZF_THREADS / 32u - 1u);
+  return (warp == 0u ? (A)0 : before) + incl - x;
+}
 "#;

@@ -53,6 +53,7 @@ fn rle_tiles(
     let load = format!(
         r#"    const u32 nruns = (u32)e.prm[{vlen}];
     u64 carry = 0ull;
+    u32 flip = 0u;
 {clear}    // Each thread's ZF_RLE_ITEMS consecutive runs of the next tile, loaded a tile ahead.
     u32 nl[ZF_RLE_ITEMS];
     {t} nv[ZF_RLE_ITEMS];
@@ -65,7 +66,7 @@ fn rle_tiles(
 #pragma unroll
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) dl += ({a})nv[i] * ({a})nl[i];
       {a} dtot;
-      {a} d = dcarry + zf_scan_excl<{a}>(dl, &dtot);
+      {a} d = dcarry + zf_scan_tile<{a}>(dl, &dtot, flip);
       // The word of the head map whose bits this thread is collecting, and the bits.
       u32 hw = 0xffffffffu, hm = 0u;
 "#
@@ -102,11 +103,13 @@ fn rle_tiles(
         ),
     };
     let place = format!(
-        r#"      u64 ls = 0ull;
+        r#"      // The lengths add up in 32 bits: a sum that wraps has a run past the chunk's end,
+      // found below from the 64-bit starts, and the starts stay at most n.
+      u32 ls = 0u;
 #pragma unroll
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) ls += nl[i];
-      u64 tot;
-      u64 s = carry + zf_scan_excl<u64>(ls, &tot);
+      u32 tot;
+      u64 s = carry + (u64)zf_scan_tile<u32>(ls, &tot, flip);
 {dsum}#pragma unroll
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{
         const u32 r = r0 + threadIdx.x * ZF_RLE_ITEMS + i;

@@ -176,35 +176,6 @@ __device__ __forceinline__ void zf_store_from(u8* __restrict__ out, const u8* st
 // lies may depend on the expansion's template parameters).
 #define zf_store_stage(out, g0, g1) zf_store_from(out, zf_stage, g0, g1, threadIdx.x, ZF_THREADS)
 
-// A string tile's block-wide exclusive sum (wrapping) with one barrier: the warps' totals go
-// to one of two buffers in turn (`flip`, uniform), so a call writes without a barrier before:
-// the last readers of that buffer passed the barrier of the call in between. Every warp then
-// sums the totals itself. All threads of the block call it.
-template <typename A>
-__device__ __forceinline__ A zf_scan_tile(A x, A* total, u32& flip) {
-  __shared__ A ws[2][ZF_THREADS / 32u];
-  const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  A incl = x;
-#pragma unroll
-  for (u32 d = 1u; d < 32u; d <<= 1) {
-    const A y = __shfl_up_sync(0xffffffffu, incl, d);
-    if (lane >= d) incl += y;
-  }
-  A* const buf = ws[flip];
-  flip ^= 1u;
-  if (lane == 31u) buf[warp] = incl;
-  __syncthreads();
-  A w = lane < ZF_THREADS / 32u ? buf[lane] : (A)0;
-#pragma unroll
-  for (u32 d = 1u; d < ZF_THREADS / 32u; d <<= 1) {
-    const A y = __shfl_up_sync(0xffffffffu, w, d);
-    if (lane >= d) w += y;
-  }
-  const A before = __shfl_sync(0xffffffffu, w, (warp + 31u) & 31u);
-  *total = __shfl_sync(0xffffffffu, w, ZF_THREADS / 32u - 1u);
-  return (warp == 0u ? (A)0 : before) + incl - x;
-}
-
 // Copies `n` words of a segment table, by all threads of the block. Not inlined: the first
 // kernel's sums, the other branch, keep their registers.
 __device__ __noinline__ void zf_copy_table(const u32* __restrict__ src, u32* tab, u32 n) {
@@ -854,7 +825,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       csum += rb + i < r1 ? zf_stp[threadIdx.x * ZF_ROW_ITEMS + i] : 0u;
     }
     u64 ctot;
-    const u64 cb = zf_scan_excl<u64>(csum, &ctot);
+    const u64 cb = zf_scan_tile<u64>(csum, &ctot, zf_flip);
 "#
         } else {
             r#"#pragma unroll
@@ -1078,6 +1049,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     // Each thread's ZF_ROW_ITEMS consecutive rows and their first tokens.
     const u32 rb = r0 + threadIdx.x * ZF_ROW_ITEMS;
     u32 rt[ZF_ROW_ITEMS];
+    u32 zf_flip = 0u;
 {rows}    // Uniform: the segment's tokens and bytes lie within the chunk's and agree with its rows.
     if (!(T0 <= T1 && T1 <= ntok && B0 <= B1 && B1 <= claimed && ctot == (u64)(T1 - T0) && {check})) {{
       if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
@@ -1088,7 +1060,6 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     const u32 tseg = T1 - T0, bseg = B1 - B0;
     u32 bc = 0u;
     bool good = true;
-    u32 zf_flip = 0u;
 {cmax_decl}    for (u32 tt = 0u; tt < tseg; tt += ZF_TILE_TOK) {{
       if (!seg_codes) {{
         {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }});
