@@ -348,6 +348,15 @@ pub enum Expr {
         /// NOT IN.
         negated: bool,
     },
+    /// `e [NOT] LIKE pattern` (or `ILIKE`) on a string.
+    Like {
+        /// Tested expression.
+        e: Box<Expr>,
+        /// The compiled pattern.
+        pattern: crate::like::LikePattern,
+        /// NOT LIKE.
+        negated: bool,
+    },
     /// `e IS [NOT] NULL`.
     IsNull {
         /// Tested expression.
@@ -379,6 +388,7 @@ impl Expr {
             | Expr::Or(_)
             | Expr::Not(_)
             | Expr::InList { .. }
+            | Expr::Like { .. }
             | Expr::IsNull { .. } => SqlType::Bool,
         }
     }
@@ -401,6 +411,7 @@ impl Expr {
             | Expr::Not(e)
             | Expr::Cast(e, _)
             | Expr::InList { e, .. }
+            | Expr::Like { e, .. }
             | Expr::IsNull { e, .. } => e.columns(out),
         }
     }
@@ -422,6 +433,7 @@ impl Expr {
             | Expr::Not(e)
             | Expr::Cast(e, _)
             | Expr::InList { e, .. }
+            | Expr::Like { e, .. }
             | Expr::IsNull { e, .. } => e.has_refs(),
         }
     }
@@ -640,6 +652,19 @@ pub fn eval(e: &Expr, row: &dyn Row) -> Result<Value> {
             let found = list.iter().any(|x| compare(&v, x) == Ordering::Equal);
             Value::Bool(found != *negated)
         }
+        Expr::Like {
+            e,
+            pattern,
+            negated,
+        } => match eval(e, row)? {
+            Value::Null => Value::Null,
+            Value::Str(s) => Value::Bool(pattern.matches(s.as_bytes()) != *negated),
+            other => {
+                return Err(Error::invalid(format!(
+                    "LIKE on a non-string value {other:?}"
+                )));
+            }
+        },
         Expr::IsNull { e, negated } => {
             Value::Bool(matches!(eval(e, row)?, Value::Null) != *negated)
         }

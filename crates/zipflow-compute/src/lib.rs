@@ -22,6 +22,7 @@
 
 pub mod column;
 pub mod expr;
+pub mod like;
 pub mod ndvi;
 pub mod query;
 pub mod raster;

@@ -10,7 +10,9 @@
 //!   domain into a byte mask (or, when all are ranges on packed columns, by fused
 //!   unpack-and-compare kernels into a bitmask), the surviving rows become a selection, and
 //!   only then are the aggregate arguments decoded (gathered one by one when few rows
-//!   survive) and folded into per-chunk accumulators indexed by dense group ids.
+//!   survive) and folded into per-chunk accumulators indexed by dense group ids. String
+//!   predicates (`=`, `IN`, `LIKE`) are decided once per dictionary entry in dictionary
+//!   chunks, once per run of equal strings in others.
 
 use std::collections::HashMap;
 
@@ -456,12 +458,30 @@ enum ColPred {
         set: Vec<i64>,
         negated: bool,
     },
-    /// `v IN set` (or NOT IN) on strings.
+    /// `v IN set` or `v LIKE pattern` (or their negations) on strings.
     Strings {
         col: usize,
-        set: Vec<Vec<u8>>,
+        test: StrTest,
         negated: bool,
     },
+}
+
+/// What a string predicate tests each string for.
+#[derive(Debug, Clone)]
+enum StrTest {
+    /// Equality with one of these.
+    In(Vec<Vec<u8>>),
+    /// A `LIKE` pattern.
+    Like(crate::like::LikePattern),
+}
+
+impl StrTest {
+    fn matches(&self, v: &[u8]) -> bool {
+        match self {
+            StrTest::In(set) => set.iter().any(|x| x.as_slice() == v),
+            StrTest::Like(p) => p.matches(v),
+        }
+    }
 }
 
 /// The fast plan of a query: its conjuncts split into column predicates and the rest.
@@ -539,7 +559,7 @@ fn col_pred(e: &Expr) -> Option<ColPred> {
                 return match op {
                     CmpOp::Eq | CmpOp::Ne => Some(ColPred::Strings {
                         col: *index,
-                        set: vec![s.as_bytes().to_vec()],
+                        test: StrTest::In(vec![s.as_bytes().to_vec()]),
                         negated: op == CmpOp::Ne,
                     }),
                     _ => None,
@@ -568,13 +588,14 @@ fn col_pred(e: &Expr) -> Option<ColPred> {
                 ty: SqlType::Str,
             } => Some(ColPred::Strings {
                 col: *index,
-                set: list
-                    .iter()
-                    .map(|v| match v {
-                        Value::Str(s) => Some(s.as_bytes().to_vec()),
-                        _ => None,
-                    })
-                    .collect::<Option<Vec<_>>>()?,
+                test: StrTest::In(
+                    list.iter()
+                        .map(|v| match v {
+                            Value::Str(s) => Some(s.as_bytes().to_vec()),
+                            _ => None,
+                        })
+                        .collect::<Option<Vec<_>>>()?,
+                ),
                 negated: *negated,
             }),
             Expr::Column { index, ty } if ty.is_integral() => Some(ColPred::Set {
@@ -583,6 +604,21 @@ fn col_pred(e: &Expr) -> Option<ColPred> {
                     .iter()
                     .map(|v| lit_i128(v).and_then(|x| i64::try_from(x).ok()))
                     .collect::<Option<Vec<_>>>()?,
+                negated: *negated,
+            }),
+            _ => None,
+        },
+        Expr::Like {
+            e,
+            pattern,
+            negated,
+        } => match e.as_ref() {
+            Expr::Column {
+                index,
+                ty: SqlType::Str,
+            } => Some(ColPred::Strings {
+                col: *index,
+                test: StrTest::Like(pattern.clone()),
                 negated: *negated,
             }),
             _ => None,
@@ -605,7 +641,7 @@ fn fast_expr(e: &Expr) -> bool {
                     .iter()
                     .all(|v| !matches!(v, Value::Null | Value::Str(_)))
         }
-        Expr::IsNull { .. } => false,
+        Expr::IsNull { .. } | Expr::Like { .. } => false,
         Expr::Cast(x, to) => {
             fast_expr(x)
                 && match (x.ty(), *to) {
@@ -855,16 +891,16 @@ impl FastPlan {
         let mut string_masks: Vec<Option<Vec<u8>>> = Vec::with_capacity(preds.len());
         for p in &preds {
             string_masks.push(match p {
-                ColPred::Strings { col, set, negated } => {
+                ColPred::Strings { col, test, negated } => {
                     let s = columns
                         .get(col)
                         .and_then(ChunkColumn::strings)
                         .ok_or_else(|| Error::corrupt("string predicate on a non-string chunk"))?;
                     Some(match s {
-                        StrView::Plain(s) => string_mask(s, set, *negated),
+                        StrView::Plain(s) => string_mask(s, test, *negated),
                         StrView::Dict(codes, dict) => {
                             // Evaluate on the dictionary, then map the codes.
-                            let table = string_mask(dict, set, *negated);
+                            let table = string_mask(dict, test, *negated);
                             codes
                                 .iter()
                                 .map(|&c| {
@@ -1111,8 +1147,9 @@ impl FastPlan {
     }
 }
 
-/// `s[i] IN set` (or not) for every row of a chunk, deciding each distinct string once.
-fn string_mask(s: &ByteStrings, set: &[Vec<u8>], negated: bool) -> Vec<u8> {
+/// Whether each row's string passes `test` (or fails it, `negated`), for every row of a
+/// chunk: each run of equal strings is decided once.
+fn string_mask(s: &ByteStrings, test: &StrTest, negated: bool) -> Vec<u8> {
     let n = s.len();
     let mut out = Vec::with_capacity(n);
     let mut last: Option<(&[u8], u8)> = None;
@@ -1121,7 +1158,7 @@ fn string_mask(s: &ByteStrings, set: &[Vec<u8>], negated: bool) -> Vec<u8> {
         let m = match last {
             Some((l, m)) if l == v => m,
             _ => {
-                let m = u8::from(set.iter().any(|x| x.as_slice() == v) != negated);
+                let m = u8::from(test.matches(v) != negated);
                 last = Some((v, m));
                 m
             }

@@ -1,5 +1,6 @@
 //! SQL text to a bound [`Query`]: `sqlparser` parses, this module checks the subset it supports
-//! (one table, filter, aggregates, GROUP BY, HAVING, ORDER BY, LIMIT), binds names to the
+//! (one table, filter, aggregates, GROUP BY, HAVING, ORDER BY, LIMIT; `LIKE` patterns are
+//! constants, compiled once by [`crate::like`]), binds names to the
 //! file's columns and types every expression, folding constants (`DATE '1998-12-01' - INTERVAL
 //! '90' DAY` becomes `DATE '1998-09-02'`).
 
@@ -506,13 +507,79 @@ impl Binder<'_> {
             }
             A::Function(f) => self.function(f),
             A::Subquery(_) | A::Exists { .. } | A::In { .. } => Err(unsupported("subqueries")),
-            A::Like { .. } | A::ILike { .. } | A::SimilarTo { .. } | A::RLike { .. } => {
-                Err(unsupported("LIKE / pattern matching"))
+            A::Like {
+                negated,
+                any,
+                expr,
+                pattern,
+                escape_char,
+            } => self.like(*negated, *any, expr, pattern, escape_char.as_deref(), false),
+            A::ILike {
+                negated,
+                any,
+                expr,
+                pattern,
+                escape_char,
+            } => self.like(*negated, *any, expr, pattern, escape_char.as_deref(), true),
+            A::SimilarTo { .. } | A::RLike { .. } => {
+                Err(unsupported("SIMILAR TO / regular expressions"))
             }
             A::Case { .. } => Err(unsupported("CASE")),
             A::Extract { .. } => Err(unsupported("EXTRACT")),
             other => Err(unsupported(format!("expression `{other}`"))),
         }
+    }
+
+    /// `expr [NOT] LIKE pattern [ESCAPE c]` (`ILIKE` with `fold_case`): a string expression
+    /// against a constant pattern.
+    fn like(
+        &mut self,
+        negated: bool,
+        any: bool,
+        expr: &ast::Expr,
+        pattern: &ast::Expr,
+        escape: Option<&ast::Expr>,
+        fold_case: bool,
+    ) -> Result<Expr> {
+        let op = if fold_case { "ILIKE" } else { "LIKE" };
+        if any {
+            return Err(unsupported(format!("{op} ANY")));
+        }
+        let x = self.bind(expr)?;
+        if x.ty() != SqlType::Str {
+            return Err(unsupported(format!("{op} on a {} value", x.ty())));
+        }
+        let mut text = |e: &ast::Expr, what: &str| -> Result<String> {
+            let b = self.bind(e)?;
+            let b = if b.is_constant() { fold(&b)? } else { b };
+            match b {
+                Expr::Lit(Value::Str(s), _) => Ok(s.to_string()),
+                _ => Err(unsupported(format!(
+                    "{op} with a {what} that is not a string literal"
+                ))),
+            }
+        };
+        let p = text(pattern, "pattern")?;
+        let escape = match escape {
+            None => None,
+            Some(e) => {
+                let t = text(e, "escape character")?;
+                let mut chars = t.chars();
+                match (chars.next(), chars.next()) {
+                    (Some(c), None) => Some(c),
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "{op} ESCAPE takes one character, not `{t}`"
+                        )));
+                    }
+                }
+            }
+        };
+        Ok(Expr::Like {
+            e: Box::new(x),
+            pattern: crate::like::LikePattern::new(&p, escape, fold_case)?,
+            negated,
+        })
     }
 
     fn function(&mut self, f: &ast::Function) -> Result<Expr> {

@@ -184,6 +184,8 @@ fn fast_path_equals_reference_path() {
         "SELECT count(*) FROM t WHERE l_shipdate > DATE '2100-01-01'",
         "SELECT sum(l_quantity) FROM t WHERE l_quantity < 0.055 OR l_quantity > 49.999",
         "SELECT l_quantity, count(*) FROM t GROUP BY l_quantity HAVING count(*) > 200 ORDER BY count(*) DESC, l_quantity LIMIT 5",
+        "SELECT l_shipmode, count(*) FROM t WHERE l_comment LIKE '%the%' AND l_shipmode NOT LIKE '%AIR' GROUP BY l_shipmode ORDER BY 1",
+        "SELECT count(*), sum(l_quantity) FROM t WHERE l_comment ILIKE '%FOX%' OR l_shipinstruct LIKE 'TAKE%'",
     ];
     let queries: Vec<String> = queries
         .iter()
@@ -218,6 +220,86 @@ fn forced_encodings_agree_with_the_reference() {
         ),
     ];
     fast_equals_reference(&path, &queries);
+}
+
+/// `LIKE` and `ILIKE` counts equal a filter over the Arrow strings written with `str`'s own
+/// methods, on dictionary-coded, word-coded and plain string columns.
+#[test]
+fn like_matches_a_plain_string_filter() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let batches = lineitem(0.002);
+    let strings = |name: &str| -> Vec<String> {
+        batches
+            .iter()
+            .flat_map(|b| {
+                let c = b.column_by_name(name).unwrap_or_else(|| panic!("{name}"));
+                let c = arrow::compute::cast(c, &DataType::Utf8).unwrap_or_else(|e| panic!("{e}"));
+                let a = c.as_string::<i32>();
+                (0..a.len())
+                    .map(|i| a.value(i).to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let (comment, mode, instruct) = (
+        strings("l_comment"),
+        strings("l_shipmode"),
+        strings("l_shipinstruct"),
+    );
+    let count = |f: &dyn Fn(usize) -> bool| (0..comment.len()).filter(|&i| f(i)).count() as i64;
+    let cases: Vec<(&str, i64)> = vec![
+        (
+            "l_comment LIKE '%fox%'",
+            count(&|i| comment[i].contains("fox")),
+        ),
+        (
+            "l_comment NOT LIKE 'the%'",
+            count(&|i| !comment[i].starts_with("the")),
+        ),
+        (
+            "l_comment LIKE '%ly'",
+            count(&|i| comment[i].ends_with("ly")),
+        ),
+        (
+            "l_comment LIKE '_l%y_'",
+            count(&|i| {
+                let c: Vec<char> = comment[i].chars().collect();
+                c.len() >= 4 && c[1] == 'l' && c[c.len() - 2] == 'y'
+            }),
+        ),
+        (
+            "l_comment ILIKE '%QUICK%'",
+            count(&|i| comment[i].to_lowercase().contains("quick")),
+        ),
+        (
+            "l_shipmode LIKE '%AIR'",
+            count(&|i| mode[i].ends_with("AIR")),
+        ),
+        (
+            "l_shipinstruct LIKE 'DELIVER_IN%' AND l_shipmode NOT LIKE 'R%'",
+            count(&|i| instruct[i].starts_with("DELIVER IN") && !mode[i].starts_with('R')),
+        ),
+        ("l_shipmode LIKE '%'", comment.len() as i64),
+    ];
+    for (name, plans) in [
+        ("default.zf", vec![]),
+        (
+            "plain.zf",
+            vec![("l_comment", "plain"), ("l_shipmode", "plain")],
+        ),
+    ] {
+        let path = write_with(&batches, &dir.path().join(name), 5000, &plans);
+        for (pred, expected) in &cases {
+            let q = format!("SELECT count(*) FROM '{path}' WHERE {pred}");
+            for reference in [false, true] {
+                assert_eq!(
+                    run(&path, &q, 2, reference),
+                    vec![vec![Value::Int(*expected)]],
+                    "{name}: {pred} (reference path: {reference})"
+                );
+            }
+        }
+    }
 }
 
 #[test]
@@ -326,6 +408,8 @@ fn unsupported_sql_names_the_construct() {
     assert!(err("SELECT a FROM t UNION SELECT a FROM u").contains("UNION"));
     assert!(err("SELECT b FROM t").contains("no column `b`"));
     assert!(err("SELECT a, count(*) FROM t").contains("GROUP BY"));
+    assert!(err("SELECT a FROM t WHERE a LIKE '1%'").contains("LIKE on a"));
+    assert!(err("SELECT a FROM t WHERE 'x' SIMILAR TO 'y'").contains("SIMILAR TO"));
 }
 
 #[test]
