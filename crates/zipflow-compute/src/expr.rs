@@ -364,6 +364,16 @@ pub enum Expr {
         /// IS NOT NULL.
         negated: bool,
     },
+    /// `CASE WHEN c THEN r ... [ELSE e] END`: the first branch whose condition is true, else
+    /// `otherwise` (NULL when absent); every result has type `ty`.
+    Case {
+        /// The branches: condition, result.
+        whens: Vec<(Expr, Expr)>,
+        /// The ELSE result.
+        otherwise: Option<Box<Expr>>,
+        /// Result type.
+        ty: SqlType,
+    },
     /// A conversion.
     Cast(Box<Expr>, SqlType),
     /// After aggregation: the value of aggregate `i`.
@@ -381,6 +391,7 @@ impl Expr {
             | Expr::Arith { ty, .. }
             | Expr::Neg(_, ty)
             | Expr::Cast(_, ty)
+            | Expr::Case { ty, .. }
             | Expr::AggRef(_, ty)
             | Expr::KeyRef(_, ty) => *ty,
             Expr::Cmp { .. }
@@ -413,6 +424,17 @@ impl Expr {
             | Expr::InList { e, .. }
             | Expr::Like { e, .. }
             | Expr::IsNull { e, .. } => e.columns(out),
+            Expr::Case {
+                whens, otherwise, ..
+            } => {
+                for (c, r) in whens {
+                    c.columns(out);
+                    r.columns(out);
+                }
+                if let Some(x) = otherwise {
+                    x.columns(out);
+                }
+            }
         }
     }
 
@@ -435,6 +457,12 @@ impl Expr {
             | Expr::InList { e, .. }
             | Expr::Like { e, .. }
             | Expr::IsNull { e, .. } => e.has_refs(),
+            Expr::Case {
+                whens, otherwise, ..
+            } => {
+                whens.iter().any(|(c, r)| c.has_refs() || r.has_refs())
+                    || otherwise.as_ref().is_some_and(|x| x.has_refs())
+            }
         }
     }
 }
@@ -667,6 +695,19 @@ pub fn eval(e: &Expr, row: &dyn Row) -> Result<Value> {
         },
         Expr::IsNull { e, negated } => {
             Value::Bool(matches!(eval(e, row)?, Value::Null) != *negated)
+        }
+        Expr::Case {
+            whens, otherwise, ..
+        } => {
+            for (c, r) in whens {
+                if truth(&eval(c, row)?) == Some(true) {
+                    return eval(r, row);
+                }
+            }
+            match otherwise {
+                Some(x) => eval(x, row)?,
+                None => Value::Null,
+            }
         }
         Expr::Cast(x, to) => cast_value(&eval(x, row)?, x.ty(), *to)?,
     })

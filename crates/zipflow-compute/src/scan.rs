@@ -641,7 +641,7 @@ fn fast_expr(e: &Expr) -> bool {
                     .iter()
                     .all(|v| !matches!(v, Value::Null | Value::Str(_)))
         }
-        Expr::IsNull { .. } | Expr::Like { .. } => false,
+        Expr::IsNull { .. } | Expr::Like { .. } | Expr::Case { .. } => false,
         Expr::Cast(x, to) => {
             fast_expr(x)
                 && match (x.ty(), *to) {

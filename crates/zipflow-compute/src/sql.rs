@@ -135,7 +135,10 @@ pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
         })
         .collect();
     for g in &group_asts {
-        let g = resolve_alias(g, &aliases);
+        let g = match group_position(g, &select.projection)? {
+            Some(e) => e,
+            None => resolve_alias(g, &aliases),
+        };
         let e = b.bind(&g)?;
         if !matches!(e, Expr::Column { .. }) {
             return Err(unsupported(format!(
@@ -264,6 +267,29 @@ fn resolve_alias(e: &ast::Expr, aliases: &[(String, ast::Expr)]) -> ast::Expr {
         return x.clone();
     }
     e.clone()
+}
+
+/// The select item a GROUP BY position names (`GROUP BY 1`), `None` for anything else.
+fn group_position(e: &ast::Expr, projection: &[SelectItem]) -> Result<Option<ast::Expr>> {
+    let ast::Expr::Value(v) = e else {
+        return Ok(None);
+    };
+    let ast::Value::Number(n, _) = &v.value else {
+        return Ok(None);
+    };
+    let k: usize = n
+        .parse()
+        .map_err(|_| Error::invalid(format!("GROUP BY position `{n}`")))?;
+    match k.checked_sub(1).and_then(|i| projection.get(i)) {
+        Some(SelectItem::UnnamedExpr(x) | SelectItem::ExprWithAlias { expr: x, .. }) => {
+            Ok(Some(x.clone()))
+        }
+        Some(_) => Err(unsupported(format!("GROUP BY position {k} on a wildcard"))),
+        None => Err(Error::invalid(format!(
+            "GROUP BY position {k} is not in 1..={}",
+            projection.len()
+        ))),
+    }
 }
 
 /// ORDER BY by position (`ORDER BY 2`) or by an output alias.
@@ -524,10 +550,73 @@ impl Binder<'_> {
             A::SimilarTo { .. } | A::RLike { .. } => {
                 Err(unsupported("SIMILAR TO / regular expressions"))
             }
-            A::Case { .. } => Err(unsupported("CASE")),
+            A::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => self.case(operand.as_deref(), conditions, else_result.as_deref()),
             A::Extract { .. } => Err(unsupported("EXTRACT")),
             other => Err(unsupported(format!("expression `{other}`"))),
         }
+    }
+
+    /// `CASE [operand] WHEN .. THEN .. [ELSE ..] END`: a simple CASE compares its operand with
+    /// each WHEN value; the results take their common type.
+    fn case(
+        &mut self,
+        operand: Option<&ast::Expr>,
+        conditions: &[ast::CaseWhen],
+        otherwise: Option<&ast::Expr>,
+    ) -> Result<Expr> {
+        let operand = operand.map(|o| self.bind(o)).transpose()?;
+        let mut whens = Vec::with_capacity(conditions.len());
+        for w in conditions {
+            let c = self.bind(&w.condition)?;
+            let c = match &operand {
+                Some(x) => compare(CmpOp::Eq, x.clone(), c)?,
+                None => c,
+            };
+            if c.ty() != SqlType::Bool {
+                return Err(Error::invalid(format!(
+                    "CASE WHEN needs a condition, not a {} value",
+                    c.ty()
+                )));
+            }
+            whens.push((c, self.bind(&w.result)?));
+        }
+        let otherwise = otherwise.map(|e| self.bind(e)).transpose()?;
+        // The results' common type, NULL literals aside.
+        let mut ty: Option<SqlType> = None;
+        for r in whens.iter().map(|w| &w.1).chain(otherwise.as_ref()) {
+            if matches!(r, Expr::Lit(Value::Null, _)) {
+                continue;
+            }
+            ty = Some(match ty {
+                None => r.ty(),
+                Some(t) => common_type(t, r.ty()).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "CASE results of types {t} and {} do not combine",
+                        r.ty()
+                    ))
+                })?,
+            });
+        }
+        let ty = ty.unwrap_or(SqlType::Int);
+        let to = |r: Expr| -> Result<Expr> {
+            match r {
+                Expr::Lit(Value::Null, _) => Ok(Expr::Lit(Value::Null, ty)),
+                r => coerce_to(r, ty),
+            }
+        };
+        Ok(Expr::Case {
+            whens: whens
+                .into_iter()
+                .map(|(c, r)| Ok((c, to(r)?)))
+                .collect::<Result<Vec<_>>>()?,
+            otherwise: otherwise.map(to).transpose()?.map(Box::new),
+            ty,
+        })
     }
 
     /// `expr [NOT] LIKE pattern [ESCAPE c]` (`ILIKE` with `fold_case`): a string expression

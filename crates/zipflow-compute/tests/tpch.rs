@@ -302,6 +302,57 @@ fn like_matches_a_plain_string_filter() {
     }
 }
 
+/// CASE (searched and simple, with and without ELSE) against counts over the Arrow strings,
+/// and GROUP BY a position against GROUP BY the column's name.
+#[test]
+fn case_and_group_positions() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let batches = lineitem(0.002);
+    let path = write(&batches, dir.path());
+    let mut modes: BTreeMap<String, i64> = BTreeMap::new();
+    for b in &batches {
+        let c = b
+            .column_by_name("l_shipmode")
+            .unwrap_or_else(|| panic!("l_shipmode"));
+        let c = arrow::compute::cast(c, &DataType::Utf8).unwrap_or_else(|e| panic!("{e}"));
+        let a = c.as_string::<i32>();
+        for i in 0..a.len() {
+            *modes.entry(a.value(i).to_string()).or_default() += 1;
+        }
+    }
+    let air = modes.get("AIR").copied().unwrap_or(0);
+    let rail_or_ship =
+        modes.get("RAIL").copied().unwrap_or(0) + modes.get("SHIP").copied().unwrap_or(0);
+    let total: i64 = modes.values().sum();
+    let q = format!(
+        "SELECT sum(CASE WHEN l_shipmode = 'AIR' THEN 1 ELSE 0 END), \
+         sum(CASE l_shipmode WHEN 'RAIL' THEN 1 WHEN 'SHIP' THEN 1 END), \
+         count(CASE WHEN l_shipmode = 'AIR' THEN NULL ELSE l_shipmode END) FROM '{path}'"
+    );
+    assert_eq!(
+        run(&path, &q, 2, false),
+        vec![vec![
+            Value::Decimal(i128::from(air), 0),
+            Value::Decimal(i128::from(rail_or_ship), 0),
+            Value::Int(total - air)
+        ]]
+    );
+    let by = |g: &str| {
+        run(
+            &path,
+            &format!("SELECT l_shipmode, count(*) FROM '{path}' GROUP BY {g} ORDER BY 1"),
+            2,
+            false,
+        )
+    };
+    let expected: Vec<Vec<Value>> = modes
+        .iter()
+        .map(|(m, n)| vec![Value::Str(m.as_str().into()), Value::Int(*n)])
+        .collect();
+    assert_eq!(by("1"), expected);
+    assert_eq!(by("l_shipmode"), expected);
+}
+
 #[test]
 fn nulls_follow_sql_semantics() {
     use arrow::array::{Date32Array, Decimal128Array, Int64Array, StringArray};
@@ -410,6 +461,9 @@ fn unsupported_sql_names_the_construct() {
     assert!(err("SELECT a, count(*) FROM t").contains("GROUP BY"));
     assert!(err("SELECT a FROM t WHERE a LIKE '1%'").contains("LIKE on a"));
     assert!(err("SELECT a FROM t WHERE 'x' SIMILAR TO 'y'").contains("SIMILAR TO"));
+    assert!(err("SELECT CASE WHEN a THEN 1 END FROM t").contains("needs a condition"));
+    assert!(err("SELECT CASE WHEN a > 1 THEN 'x' ELSE 1 END FROM t").contains("do not combine"));
+    assert!(err("SELECT a FROM t GROUP BY 2").contains("GROUP BY position 2"));
 }
 
 #[test]

@@ -11,8 +11,8 @@ pub struct Args {
     /// The query, e.g. "SELECT l_returnflag, sum(l_quantity) FROM 'lineitem.zf' GROUP BY 1".
     /// One table (the .zf file named in FROM); filters (comparisons, BETWEEN, IN, [NOT] LIKE
     /// and ILIKE with `%`, `_` and an optional ESCAPE, IS NULL, AND / OR / NOT, arithmetic,
-    /// CAST, DATE literals and intervals), aggregates (sum, count, min, max, avg), GROUP BY,
-    /// HAVING, ORDER BY, LIMIT.
+    /// CASE, CAST, DATE literals and intervals), aggregates (sum, count, min, max, avg), GROUP
+    /// BY (columns, by name, alias or position), HAVING, ORDER BY, LIMIT.
     pub query: String,
     /// Output format: table, csv or json.
     #[arg(long, default_value = "table")]
