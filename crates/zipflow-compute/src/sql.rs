@@ -91,9 +91,11 @@ fn table_name(select: &ast::Select) -> Result<String> {
 pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
     let (select, order_by, limit) = parse_select(sql)?;
     let table = table_name(&select)?;
-    if select.distinct.is_some() {
-        return Err(unsupported("DISTINCT"));
-    }
+    let distinct = match &select.distinct {
+        None | Some(ast::Distinct::All) => false,
+        Some(ast::Distinct::Distinct) => true,
+        Some(_) => return Err(unsupported("DISTINCT ON")),
+    };
     if select.top.is_some() {
         return Err(unsupported("TOP"));
     }
@@ -114,7 +116,7 @@ pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
         Some(e) => Some(bool_expr(b.bind(e)?, "WHERE")?),
         None => None,
     };
-    let group_asts = match &select.group_by {
+    let mut group_asts = match &select.group_by {
         ast::GroupByExpr::All(_) => return Err(unsupported("GROUP BY ALL")),
         ast::GroupByExpr::Expressions(v, mods) => {
             if !mods.is_empty() {
@@ -123,6 +125,31 @@ pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
             v.clone()
         }
     };
+    // SELECT DISTINCT without aggregates groups by what it selects; with aggregates and no
+    // GROUP BY there is one row, distinct already.
+    if distinct && !select.projection.iter().any(has_aggregate) {
+        if !group_asts.is_empty() {
+            return Err(unsupported("DISTINCT with GROUP BY"));
+        }
+        for p in &select.projection {
+            match p {
+                SelectItem::UnnamedExpr(x) | SelectItem::ExprWithAlias { expr: x, .. } => {
+                    if !matches!(
+                        x,
+                        ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
+                    ) {
+                        return Err(unsupported(format!(
+                            "SELECT DISTINCT on an expression (`{x}`); select columns"
+                        )));
+                    }
+                    group_asts.push(x.clone());
+                }
+                _ => return Err(unsupported("SELECT DISTINCT * (name the columns)")),
+            }
+        }
+    } else if distinct && !group_asts.is_empty() {
+        return Err(unsupported("DISTINCT with GROUP BY"));
+    }
     // Select aliases may be used in GROUP BY, as most engines allow.
     let aliases: Vec<(String, ast::Expr)> = select
         .projection

@@ -303,7 +303,7 @@ fn like_matches_a_plain_string_filter() {
 }
 
 /// CASE (searched and simple, with and without ELSE) against counts over the Arrow strings,
-/// and GROUP BY a position against GROUP BY the column's name.
+/// GROUP BY a position against GROUP BY the column's name, and SELECT DISTINCT.
 #[test]
 fn case_and_group_positions() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -351,6 +351,17 @@ fn case_and_group_positions() {
         .collect();
     assert_eq!(by("1"), expected);
     assert_eq!(by("l_shipmode"), expected);
+    let distinct = run(
+        &path,
+        &format!("SELECT DISTINCT l_shipmode FROM '{path}' ORDER BY 1"),
+        2,
+        false,
+    );
+    let names: Vec<Vec<Value>> = modes
+        .keys()
+        .map(|m| vec![Value::Str(m.as_str().into())])
+        .collect();
+    assert_eq!(distinct, names);
 }
 
 #[test]
@@ -464,6 +475,10 @@ fn unsupported_sql_names_the_construct() {
     assert!(err("SELECT CASE WHEN a THEN 1 END FROM t").contains("needs a condition"));
     assert!(err("SELECT CASE WHEN a > 1 THEN 'x' ELSE 1 END FROM t").contains("do not combine"));
     assert!(err("SELECT a FROM t GROUP BY 2").contains("GROUP BY position 2"));
+    assert!(err("SELECT DISTINCT a + 1 FROM t").contains("DISTINCT on an expression"));
+    assert!(
+        err("SELECT DISTINCT a, count(*) FROM t GROUP BY a").contains("DISTINCT with GROUP BY")
+    );
 }
 
 #[test]

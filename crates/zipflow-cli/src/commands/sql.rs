@@ -12,7 +12,8 @@ pub struct Args {
     /// One table (the .zf file named in FROM); filters (comparisons, BETWEEN, IN, [NOT] LIKE
     /// and ILIKE with `%`, `_` and an optional ESCAPE, IS NULL, AND / OR / NOT, arithmetic,
     /// CASE, CAST, DATE literals and intervals), aggregates (sum, count, min, max, avg), GROUP
-    /// BY (columns, by name, alias or position), HAVING, ORDER BY, LIMIT.
+    /// BY (columns, by name, alias or position), SELECT DISTINCT (columns), HAVING, ORDER BY,
+    /// LIMIT.
     pub query: String,
     /// Output format: table, csv or json.
     #[arg(long, default_value = "table")]
