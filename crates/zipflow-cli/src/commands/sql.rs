@@ -9,7 +9,7 @@ use zipflow_compute::{Format, ScanOptions, Table, sql};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The query, e.g. "SELECT l_returnflag, sum(l_quantity) FROM 'lineitem.zf' GROUP BY 1".
-    /// One table (the .zf file named in FROM); filters (comparisons, BETWEEN, IN, [NOT] LIKE
+    /// One table (the .zf file named in FROM); filters (comparisons, BETWEEN, IN, LIKE, NOT LIKE
     /// and ILIKE with `%`, `_` and an optional ESCAPE, IS NULL, AND / OR / NOT, arithmetic,
     /// CASE, CAST, DATE literals and intervals), aggregates (sum, count, min, max, avg), GROUP
     /// BY (columns, by name, alias or position), SELECT DISTINCT (columns), HAVING, ORDER BY,
