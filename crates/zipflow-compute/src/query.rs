@@ -32,6 +32,8 @@ pub struct Aggregate {
     pub arg: Option<Expr>,
     /// The result type.
     pub ty: SqlType,
+    /// Over the argument's distinct values (`count(DISTINCT x)`).
+    pub distinct: bool,
 }
 
 /// A column of the result.

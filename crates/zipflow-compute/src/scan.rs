@@ -48,9 +48,21 @@ struct Acc {
     sum_f: f64,
     min: Option<Value>,
     max: Option<Value>,
+    /// A DISTINCT aggregate's values so far (the rest stays empty until its result).
+    distinct: Option<HashMap<KeyPart, Value>>,
 }
 
 impl Acc {
+    /// Adds a value of a DISTINCT aggregate.
+    fn add_distinct(&mut self, v: Value) {
+        if !matches!(v, Value::Null) {
+            self.distinct
+                .get_or_insert_with(HashMap::new)
+                .entry(key_part(&v))
+                .or_insert(v);
+        }
+    }
+
     fn add(&mut self, v: &Value) {
         if matches!(v, Value::Null) {
             return;
@@ -72,6 +84,12 @@ impl Acc {
     }
 
     fn merge(&mut self, o: &Acc) {
+        if let Some(d) = &o.distinct {
+            let mine = self.distinct.get_or_insert_with(HashMap::new);
+            for (k, v) in d {
+                mine.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
         self.count += o.count;
         self.sum_i += o.sum_i;
         self.sum_f += o.sum_f;
@@ -88,6 +106,11 @@ impl Acc {
     }
 
     fn result(&self, func: AggFunc, ty: SqlType, arg_ty: Option<SqlType>) -> Value {
+        if let Some(d) = &self.distinct {
+            let mut all = Acc::default();
+            d.values().for_each(|v| all.add(v));
+            return all.result(func, ty, arg_ty);
+        }
         match func {
             AggFunc::CountStar | AggFunc::Count => Value::Int(self.count),
             _ if self.count == 0 => Value::Null,
@@ -419,6 +442,7 @@ impl Table {
             for (a, acc) in q.aggregates.iter().zip(&mut groups.accs[g]) {
                 match &a.arg {
                     None => acc.count += 1,
+                    Some(e) if a.distinct => acc.add_distinct(expr::eval(e, &row)?),
                     Some(e) => acc.add(&expr::eval(e, &row)?),
                 }
             }
@@ -739,6 +763,9 @@ impl FastPlan {
             }
         }
         for a in &q.aggregates {
+            if a.distinct {
+                return Ok(None);
+            }
             if let Some(e) = &a.arg {
                 let string_count = a.func == AggFunc::Count && matches!(e, Expr::Column { .. });
                 if !string_count && !fast_expr(e) {
@@ -1435,6 +1462,7 @@ impl DenseAcc {
             sum_f: self.sum_f[s],
             min,
             max,
+            distinct: None,
         }
     }
 }

@@ -712,9 +712,7 @@ impl Binder<'_> {
         let ast::FunctionArguments::List(list) = &f.args else {
             return Err(unsupported(format!("`{name}` without an argument list")));
         };
-        if list.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct) {
-            return Err(unsupported("DISTINCT aggregates"));
-        }
+        let distinct = list.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct);
         if !list.clauses.is_empty() {
             return Err(unsupported("clauses inside aggregate calls"));
         }
@@ -724,7 +722,9 @@ impl Binder<'_> {
             )));
         }
         let arg = match list.args.as_slice() {
-            [FunctionArg::Unnamed(FunctionArgExpr::Wildcard)] if func == "count" => None,
+            [FunctionArg::Unnamed(FunctionArgExpr::Wildcard)] if func == "count" && !distinct => {
+                None
+            }
             [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] => {
                 self.mode = Mode::Rows;
                 let bound = self.bind(x);
@@ -755,7 +755,12 @@ impl Binder<'_> {
             ("min", Some(a)) => (AggFunc::Min, a.ty()),
             (_, Some(a)) => (AggFunc::Max, a.ty()),
         };
-        let agg = Aggregate { func, arg, ty };
+        let agg = Aggregate {
+            func,
+            arg,
+            ty,
+            distinct,
+        };
         let i = match self.aggregates.iter().position(|a| *a == agg) {
             Some(i) => i,
             None => {

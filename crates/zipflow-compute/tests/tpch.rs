@@ -303,7 +303,8 @@ fn like_matches_a_plain_string_filter() {
 }
 
 /// CASE (searched and simple, with and without ELSE) against counts over the Arrow strings,
-/// GROUP BY a position against GROUP BY the column's name, and SELECT DISTINCT.
+/// GROUP BY a position against GROUP BY the column's name, SELECT DISTINCT and DISTINCT
+/// aggregates.
 #[test]
 fn case_and_group_positions() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -362,6 +363,37 @@ fn case_and_group_positions() {
         .map(|m| vec![Value::Str(m.as_str().into())])
         .collect();
     assert_eq!(distinct, names);
+    // DISTINCT aggregates, across chunks and groups.
+    let q = format!(
+        "SELECT count(DISTINCT l_shipmode), min(DISTINCT l_shipmode), count(*) FROM '{path}'"
+    );
+    assert_eq!(
+        run(&path, &q, 2, false),
+        vec![vec![
+            Value::Int(modes.len() as i64),
+            Value::Str(modes.keys().next().map(String::as_str).unwrap_or("").into()),
+            Value::Int(total)
+        ]]
+    );
+    let per_mode = run(
+        &path,
+        &format!(
+            "SELECT l_shipmode, count(DISTINCT l_shipmode), sum(DISTINCT 2) FROM '{path}' GROUP BY 1 ORDER BY 1"
+        ),
+        2,
+        false,
+    );
+    let expected: Vec<Vec<Value>> = modes
+        .keys()
+        .map(|m| {
+            vec![
+                Value::Str(m.as_str().into()),
+                Value::Int(1),
+                Value::Decimal(2, 0),
+            ]
+        })
+        .collect();
+    assert_eq!(per_mode, expected);
 }
 
 #[test]
