@@ -1866,6 +1866,18 @@ mod tests {
             ] {
                 assert!(second.contains(n), "{plan}: no `{n}` in\n{second}");
             }
+            // A tile's bytes go by bulk copy.
+            assert_eq!(
+                second.contains("zf_store_bulk(out, zf_stage, g, g + ttot);"),
+                !plan.starts_with("plain"),
+                "{plan}"
+            );
+            // Narrow `words` codes are staged eight a thread, from a multiple of eight.
+            assert_eq!(
+                second.contains("if (seg_codes) zf_codes8_1(e, T0 - za, T1 - T0 + za, zf_scode);"),
+                narrow && !narrow_dict,
+                "{plan}"
+            );
             assert!(
                 k.source.contains(needle),
                 "{plan}: no `{needle}` in\n{}",

@@ -176,6 +176,63 @@ __device__ __forceinline__ void zf_store_from(u8* __restrict__ out, const u8* st
 // lies may depend on the expansion's template parameters).
 #define zf_store_stage(out, g0, g1) zf_store_from(out, zf_stage, g0, g1, threadIdx.x, ZF_THREADS)
 
+// A tile's bytes from the stage, as zf_store_from, but on Hopper and later the 16-byte words
+// in between go by one bulk copy (the copy engine reads the stage; no thread loads and stores
+// them), issued by thread 0, evict-first. Every thread fences its stage writes for the copy
+// engine (zf_bulk_fence) before the barrier ahead of this; thread 0 waits until the copy has
+// read the stage (zf_bulk_read_wait) before the barrier ahead of the stage's next writes,
+// and until it is done (zf_bulk_wait) before the block ends.
+__device__ __forceinline__ void zf_bulk_fence() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void zf_bulk_read_wait() {
+#if __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0u) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void zf_bulk_wait() {
+#if __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0u) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+// One bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) from shared memory
+// to device memory, evict-first (Hopper and later; by one thread).
+__device__ __forceinline__ void zf_bulk_store(void* dst, const void* src, u32 bytes) {
+#if __CUDA_ARCH__ >= 900
+  u64 policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;"
+               :: "l"(dst), "r"((u32)__cvta_generic_to_shared(src)), "r"(bytes), "l"(policy) : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+// Fetches bytes [lo, hi) of `p` into L2 (one bulk prefetch of the whole 16-byte words within
+// them, by the calling thread; Hopper and later), so that a later staging of them waits on L2
+// rather than on device memory.
+__device__ __forceinline__ void zf_prefetch_l2(const u8* p, size_t lo, size_t hi) {
+#if __CUDA_ARCH__ >= 900
+  const size_t a = ((size_t)p + lo) & ~(size_t)15, z = ((size_t)p + hi) & ~(size_t)15;
+  if (z > a) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(a), "r"((u32)(z - a)) : "memory");
+#endif
+}
+__device__ __forceinline__ void zf_store_bulk(u8* __restrict__ out, const u8* st, u64 g0, u64 g1) {
+#if __CUDA_ARCH__ >= 900
+  const u32 t = threadIdx.x;
+  const u64 gb = g0 & ~15ull, v0 = (g0 + 15u) & ~15ull, v1 = g1 & ~15ull;
+  if (v0 > v1) {
+    if (t < g1 - g0) out[g0 + t] = st[g0 - gb + t];
+    return;
+  }
+  if (t < v0 - g0) out[g0 + t] = st[g0 - gb + t];
+  if (t < g1 - v1) out[v1 + t] = st[v1 - gb + t];
+  if (t == 0u && v1 > v0) zf_bulk_store(out + v0, st + (v0 - gb), (u32)(v1 - v0));
+#else
+  zf_store_from(out, st, g0, g1, threadIdx.x, ZF_THREADS);
+#endif
+}
+
 // Copies `n` words of a segment table, by all threads of the block. Not inlined: the first
 // kernel's sums, the other branch, keep their registers.
 __device__ __noinline__ void zf_copy_table(const u32* __restrict__ src, u32* tab, u32 n) {
@@ -638,6 +695,96 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         name
     }
 
+    /// A statement by which one thread fetches into L2 the stream of node `k` that holds its
+    /// values `a .. z` (expressions, `a < z` within the node's values): a bit-packed `u32`
+    /// node's vectors (under a `for` or not), or a `radix` node's groups. `None` for other
+    /// nodes.
+    fn prefetch_values(&self, k: usize, a: &str, z: &str) -> Option<String> {
+        let n = &self.nodes[k];
+        let r = match n.op {
+            Op::For => &self.nodes[*n.children.first()?],
+            _ => n,
+        };
+        if n.ptype != PType::U32 || r.ptype != PType::U32 {
+            return None;
+        }
+        let (lo, hi) = match r.op {
+            Op::BitPack => {
+                let vb = format!("128u * ({})", super::width_expr(r));
+                (
+                    format!("(size_t)(({a}) >> 10) * ({vb})"),
+                    format!("(size_t)((({z}) - 1u) >> 10) * ({vb}) + {vb}"),
+                )
+            }
+            Op::Radix => {
+                let base = r.width.filter(|b| (2..=255).contains(b))?;
+                let (m, bits) = zipflow_encodings::radix::layout(base);
+                // Up to the last group's first word (which its reader loads).
+                let word = |v: &str| format!("4u * (size_t)(((u64)(({v}) / {m}u) * {bits}u) >> 5)");
+                (word(a), format!("{} + 4u", word(&format!("({z}) - 1u"))))
+            }
+            _ => return None,
+        };
+        Some(format!(
+            "zf_prefetch_l2(e.in + e.prm[{}], {lo}, {hi});",
+            r.base + 1
+        ))
+    }
+
+    /// Declares `zf_codes8_<k>` for bit-packed node `k` (at most 16 bits, compiled in) and
+    /// returns its name: it stages codes `first .. first + cnt` (`first` a multiple of
+    /// eight) as `u16` at `dst[i - first]`, eight a thread and one 16-byte store. Eight
+    /// consecutive values from a multiple of eight lie in eight neighbouring lanes of one
+    /// row of their vector, at the same bits of each lane's word, so a thread reads them as
+    /// two 16-byte words (four when they run into the next word), where the staging by
+    /// `zf_each<k>` takes one lane's eight rows and stores each code alone. The codes past
+    /// `first + cnt` in the last eight lie in the same vector.
+    fn codes_by_eight(&mut self, k: usize) -> String {
+        let name = format!("zf_codes8_{k}");
+        let n = &self.nodes[k];
+        let (words, width) = (n.base + 1, super::width_expr(n));
+        self.src.push_str(&format!(
+            r#"
+// node {k}: codes first .. first + cnt (first a multiple of 8) to dst as u16, eight a thread.
+__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE_T* dst) {{
+  const u32* __restrict__ w = (const u32*)(e.in + e.prm[{words}]);
+  const u32 W = {width}, m = W == 32u ? 0xffffffffu : (1u << W) - 1u;
+  // Whole 16-byte words when the stream is so aligned (its vectors and rows are).
+  const bool quad = ((size_t)w & 15u) == 0u;
+  for (u32 q = threadIdx.x; q < (cnt + 7u) >> 3; q += ZF_THREADS) {{
+    u32 c[8] = {{0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}};
+    if (W != 0u) {{
+      // Value r of its vector: lane r % 32, row 8 * FL_ORDER[(r / 32) % 4] + r / 128.
+      const u32 i = first + 8u * q, r = i & 1023u, gq = (r >> 5) & 3u;
+      const u32 bit = (8u * (((gq & 1u) << 1) | (gq >> 1)) + (r >> 7)) * W, sh = bit & 31u;
+      const u32* const lw = w + (u64)(i >> 10) * (32u * W) + 32u * (bit >> 5) + (r & 24u);
+      u32 a[8], b[8] = {{0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}};
+      if (quad) {{
+        const uint4 a0 = __ldg((const uint4*)lw), a1 = __ldg((const uint4*)lw + 1);
+        a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;
+        if (sh + W > 32u) {{
+          const uint4 b0 = __ldg((const uint4*)(lw + 32u)), b1 = __ldg((const uint4*)(lw + 32u) + 1);
+          b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
+        }}
+      }} else {{
+#pragma unroll
+        for (u32 j = 0u; j < 8u; ++j) a[j] = __ldg(lw + j);
+        if (sh + W > 32u) {{
+#pragma unroll
+          for (u32 j = 0u; j < 8u; ++j) b[j] = __ldg(lw + 32u + j);
+        }}
+      }}
+#pragma unroll
+      for (u32 j = 0u; j < 8u; ++j) c[j] = __funnelshift_r(a[j], b[j], sh) & m;
+    }}
+    ((uint4*)dst)[q] = make_uint4(c[0] | (c[1] << 16), c[2] | (c[3] << 16), c[4] | (c[5] << 16), c[6] | (c[7] << 16));
+  }}
+}}
+"#
+        ));
+        name
+    }
+
     /// The body of `zf_each<k>` for a `u32` `radix` node, or `for` over one: each thread
     /// takes whole groups (one or two loads for their digits) and peels the digits off with
     /// one constant division each, instead of dividing a group by a power of the base for
@@ -908,8 +1055,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
           if (wi != wf) atomicOr(sw + wf, first);
           if (nb != 0u) atomicOr(sw + wi, pend);
         }}
+        zf_bulk_fence();
         __syncthreads();
-        zf_store_stage(out, g, g + ttot);
+        zf_store_bulk(out, zf_stage, g, g + ttot);
       }} else {{
       // Otherwise byte by byte, in windows of the stage, each at the output's alignment.
       for (u32 w0 = 0u; w0 < (u32)ttot; w0 += ZF_STR_STAGE - 16u) {{
@@ -959,7 +1107,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
       for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
         so[j] = 0u;
         sl[j] = 0u;
-        if (tb + j < tseg) {{
+        if (tb + j - za < tseg) {{
           {token}
         }}
         lsum += sl[j];
@@ -971,7 +1119,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 r#"      if (zf_mid) {{
 #pragma unroll
         for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
-          const bool in = tb + j < tseg;
+          const bool in = tb + j - za < tseg;
           const u32 c = cq[j], v = in && c < zf_m{d} ? zf_soff[c] : 0u;
           zf_cmax = max(zf_cmax, in ? c : 0u);
           so[j] = v & 0xffffffu;
@@ -1029,6 +1177,52 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                 )
             })
             .collect();
+        let codes8 = self.narrow_codes().then(|| self.codes_by_eight(ch(0)));
+        // A block's segments wait at their start for their codes and counts: those of its
+        // first are fetched into L2 before it stages the dictionary, those of each next one
+        // (a `words` block's) while this one expands.
+        let prefetch = |first: &str| -> String {
+            let rows = format!("min({first} * ZF_SEG_ROWS + ZF_SEG_ROWS, len)");
+            let mut p = String::new();
+            if words {
+                let codes = self.prefetch_values(ch(0), "na", "nz");
+                let counts = self.prefetch_values(ch(2), &format!("{first} * ZF_SEG_ROWS"), &rows);
+                if let Some(c) = codes {
+                    p += &format!(
+                        "      const u32 na = tab[2u * ({first})], nz = tab[2u * ({first}) + 2u];\n      if (na < nz && nz <= ntok) {c}\n"
+                    );
+                }
+                if let Some(c) = counts {
+                    p += &format!("      if ({first} * ZF_SEG_ROWS < len) {c}\n");
+                }
+            } else if let Some(c) =
+                self.prefetch_values(ch(0), &format!("{first} * ZF_SEG_ROWS"), &rows)
+            {
+                p += &format!("      if ({first} * ZF_SEG_ROWS < len) {c}\n");
+            }
+            p
+        };
+        let (first_segment, next_segment) = (prefetch("seg0"), prefetch("(seg + 1u)"));
+        let next_segment = match next_segment.is_empty() || self.segments_per_block() == 1 {
+            true => String::new(),
+            false => format!(
+                "#if __CUDA_ARCH__ >= 900\n    if (threadIdx.x == 0u && seg + 1u < min(seg0 + {per}u, zf_nseg)) {{\n{next_segment}    }}\n#endif\n",
+                per = self.segments_per_block()
+            ),
+        };
+        if !first_segment.is_empty() {
+            let tab = format!(
+                "    const u32* const tab = (const u32*)(e.scratch + e.prm[{}]);\n    {ntok}\n",
+                b + 4
+            );
+            self.expand.insert_str(
+                0,
+                &format!(
+                    "  // node {k}: the codes and counts of the block's first segment, fetched into L2.\n#if __CUDA_ARCH__ >= 900\n  if (threadIdx.x == 0u) {{\n{}{first_segment}  }}\n#endif\n",
+                    if words { tab } else { String::new() }
+                ),
+            );
+        }
         let expansion = format!(
             r#"  {{ // node {k}: {name} (byte strings): the offsets and bytes of one segment's rows
     const u32 n = len;
@@ -1043,9 +1237,12 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     const u32 T1 = tab[2u * seg + 2u], B1 = tab[2u * seg + 3u];
     // One barrier for all that is staged up front: the dictionary, the rows' counts and,
     // when they fit, the segment's codes.
-    const bool seg_codes = T0 <= T1 && T1 <= ntok && T1 - T0 <= ZF_SEG_TOK;
-{stage_counts}    if (seg_codes) {vals}(e, T0, T1 - T0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }});
-{short}
+    // Tiles start `za` tokens before the segment's first (codes staged eight at a time
+    // start at a multiple of eight); those tokens are not the segment's.
+    const u32 za = {za};
+    const bool seg_codes = T0 <= T1 && T1 <= ntok && T1 - T0 <= ZF_SEG_TOK - za;
+{stage_counts}    if (seg_codes) {stage_seg};
+{prefetch}{short}
     // Each thread's ZF_ROW_ITEMS consecutive rows and their first tokens.
     const u32 rb = r0 + threadIdx.x * ZF_ROW_ITEMS;
     u32 rt[ZF_ROW_ITEMS];
@@ -1053,6 +1250,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 {rows}    // Uniform: the segment's tokens and bytes lie within the chunk's and agree with its rows.
     if (!(T0 <= T1 && T1 <= ntok && B0 <= B1 && B1 <= claimed && ctot == (u64)(T1 - T0) && {check})) {{
       if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
+      zf_bulk_wait();
       return;
     }}
 #pragma unroll
@@ -1060,9 +1258,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     const u32 tseg = T1 - T0, bseg = B1 - B0;
     u32 bc = 0u;
     bool good = true;
-{cmax_decl}    for (u32 tt = 0u; tt < tseg; tt += ZF_TILE_TOK) {{
+    const u32 tend = tseg == 0u ? 0u : tseg + za;
+{cmax_decl}    for (u32 tt = 0u; tt < tend; tt += ZF_TILE_TOK) {{
       if (!seg_codes) {{
-        {vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }});
+        {stage_tile};
         __syncthreads();
       }}
       const ZF_CODE_T* const codes = zf_scode + (seg_codes ? tt : 0u);
@@ -1072,7 +1271,10 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 {load_codes}
       u32 so[ZF_TOK_ITEMS], sl[ZF_TOK_ITEMS];
       u64 lsum = 0ull;
-{lookup}      // Token lengths below 2^20 (a dictionary of fewer bytes) add up in 32 bits.
+{lookup}      // The last tile's bulk copy has read the stage before the sum's barrier, after which
+      // the stage is written.
+      zf_bulk_read_wait();
+      // Token lengths below 2^20 (a dictionary of fewer bytes) add up in 32 bits.
       u64 ttot, p0;
       if ({small}) {{
         u32 t32;
@@ -1121,13 +1323,27 @@ extern __shared__ __align__(16) u8 zf_dyn[];
             claimed = b + 2,
             ow = b + 3,
             tab = b + 4,
+            za = if self.narrow_codes() { "T0 & 7u" } else { "0u" },
+            stage_seg = match &codes8 {
+                Some(f) => format!("{f}(e, T0 - za, T1 - T0 + za, zf_scode)"),
+                None => format!(
+                    "{vals}(e, T0, T1 - T0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }})"
+                ),
+            },
+            stage_tile = match &codes8 {
+                Some(f) => format!("{f}(e, T0 - za + tt, min(ZF_TILE_TOK, tend - tt), zf_scode)"),
+                None => format!(
+                    "{vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }})"
+                ),
+            },
+            prefetch = next_segment,
             offsets = if words {
                 r#"      // Rows whose first token is in this tile.
       if (ow != 0u) {
 #pragma unroll
         for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
-          if (rb + i < r1 && rt[i] >= tt && rt[i] - tt < ZF_TILE_TOK) {
-            const u64 v = at + B0 + zf_stp[rt[i] - tt];
+          if (rb + i < r1 && rt[i] + za >= tt && rt[i] + za - tt < ZF_TILE_TOK) {
+            const u64 v = at + B0 + zf_stp[rt[i] + za - tt];
             if (ow == 8u) __stcs((u64*)o + rb + i, v); else __stcs((u32*)o + rb + i, (u32)v);
           }
         }
@@ -1169,6 +1385,8 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         );
         let looped = self.segment_loop(&expansion);
         self.expand.push_str(&looped);
+        // The block's last bulk copy is done before it ends.
+        self.expand.push_str("  zf_bulk_wait();\n");
         Ok(())
     }
 
