@@ -376,6 +376,15 @@ pub enum Expr {
     },
     /// A conversion.
     Cast(Box<Expr>, SqlType),
+    /// A scalar function of its arguments (NULL when any is NULL).
+    Func {
+        /// Which.
+        f: Func,
+        /// Its arguments, of the types [`Func`] names.
+        args: Vec<Expr>,
+        /// Result type.
+        ty: SqlType,
+    },
     /// After aggregation: the value of aggregate `i`.
     AggRef(usize, SqlType),
     /// After aggregation: the value of group key `i`.
@@ -392,6 +401,7 @@ impl Expr {
             | Expr::Neg(_, ty)
             | Expr::Cast(_, ty)
             | Expr::Case { ty, .. }
+            | Expr::Func { ty, .. }
             | Expr::AggRef(_, ty)
             | Expr::KeyRef(_, ty) => *ty,
             Expr::Cmp { .. }
@@ -435,6 +445,7 @@ impl Expr {
                     x.columns(out);
                 }
             }
+            Expr::Func { args, .. } => args.iter().for_each(|e| e.columns(out)),
         }
     }
 
@@ -463,6 +474,7 @@ impl Expr {
                 whens.iter().any(|(c, r)| c.has_refs() || r.has_refs())
                     || otherwise.as_ref().is_some_and(|x| x.has_refs())
             }
+            Expr::Func { args, .. } => args.iter().any(Expr::has_refs),
         }
     }
 }
@@ -571,6 +583,116 @@ pub fn cast_value(v: &Value, from: SqlType, to: SqlType) -> Result<Value> {
         (_, SqlType::Str) => Ok(Value::Str(v.to_string())),
         (SqlType::Date, SqlType::Int) => Ok(Value::Int(integral(v).unwrap_or(0) as i64)),
         _ => Err(Error::unsupported(format!("cast from {from} to {to}"))),
+    }
+}
+
+/// Scalar functions (row by row, on the reference path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    /// `EXTRACT(YEAR FROM date)`, `year(date)`.
+    Year,
+    /// The month, 1 to 12.
+    Month,
+    /// The day of the month.
+    Day,
+    /// The quarter, 1 to 4.
+    Quarter,
+    /// The day of the week, 0 (Sunday) to 6.
+    DayOfWeek,
+    /// The day of the year, from 1.
+    DayOfYear,
+    /// `upper(string)`.
+    Upper,
+    /// `lower(string)`.
+    Lower,
+    /// `length(string)`, in characters.
+    Length,
+    /// `substring(string, start[, length])`: characters from position `start` (the first is
+    /// 1) on, `length` of them at most, those before position 1 cut off (as SQL has it).
+    Substring,
+}
+
+impl Func {
+    /// The function's name as SQL spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Year => "year",
+            Func::Month => "month",
+            Func::Day => "day",
+            Func::Quarter => "quarter",
+            Func::DayOfWeek => "dayofweek",
+            Func::DayOfYear => "dayofyear",
+            Func::Upper => "upper",
+            Func::Lower => "lower",
+            Func::Length => "length",
+            Func::Substring => "substring",
+        }
+    }
+
+    /// Its result on non-null arguments of the bound types.
+    pub fn apply(self, args: &[Value]) -> Result<Value> {
+        let bad = || Error::invalid(format!("{} on arguments {args:?}", self.name()));
+        let text = || match args.first() {
+            Some(Value::Str(s)) => Ok(s.as_str()),
+            _ => Err(bad()),
+        };
+        let int = |i: usize| match args.get(i) {
+            Some(Value::Int(v)) => Ok(*v),
+            _ => Err(bad()),
+        };
+        Ok(match self {
+            Func::Year
+            | Func::Month
+            | Func::Day
+            | Func::Quarter
+            | Func::DayOfWeek
+            | Func::DayOfYear => {
+                let Some(Value::Date(d)) = args.first() else {
+                    return Err(bad());
+                };
+                let (y, m, dd) = civil_from_days(i64::from(*d));
+                Value::Int(match self {
+                    Func::Year => y,
+                    Func::Month => i64::from(m),
+                    Func::Day => i64::from(dd),
+                    Func::Quarter => i64::from((m - 1) / 3 + 1),
+                    // 1970-01-01 was a Thursday.
+                    Func::DayOfWeek => (i64::from(*d) + 4).rem_euclid(7),
+                    _ => i64::from(*d) - days_from_civil(y, 1, 1) + 1,
+                })
+            }
+            Func::Upper => Value::Str(text()?.to_uppercase()),
+            Func::Lower => Value::Str(text()?.to_lowercase()),
+            Func::Length => Value::Int(text()?.chars().count() as i64),
+            Func::Substring => {
+                let s = text()?;
+                let start = int(1)?;
+                // Characters [start, end) of 1-based positions, end open when no length.
+                let end = match args.len() {
+                    2 => i64::MAX,
+                    _ => {
+                        let len = int(2)?;
+                        if len < 0 {
+                            return Err(Error::invalid(format!(
+                                "substring with a negative length ({len})"
+                            )));
+                        }
+                        start.saturating_add(len)
+                    }
+                };
+                let from = usize::try_from(start.max(1) - 1).unwrap_or(usize::MAX);
+                let take = usize::try_from(end.saturating_sub(start.max(1))).unwrap_or(0);
+                Value::Str(s.chars().skip(from).take(take).collect())
+            }
+        })
+    }
+
+    /// The result type.
+    pub fn ty(self) -> SqlType {
+        match self {
+            Func::Upper | Func::Lower | Func::Substring => SqlType::Str,
+            _ => SqlType::Int,
+        }
     }
 }
 
@@ -710,6 +832,16 @@ pub fn eval(e: &Expr, row: &dyn Row) -> Result<Value> {
             }
         }
         Expr::Cast(x, to) => cast_value(&eval(x, row)?, x.ty(), *to)?,
+        Expr::Func { f, args, .. } => {
+            let mut vals = Vec::with_capacity(args.len());
+            for a in args {
+                match eval(a, row)? {
+                    Value::Null => return Ok(Value::Null),
+                    v => vals.push(v),
+                }
+            }
+            f.apply(&vals)?
+        }
     })
 }
 
@@ -736,6 +868,44 @@ mod tests {
             parse_date("1994-02-28").ok()
         );
         assert!(parse_date("1998-02-30").is_err());
+    }
+
+    #[test]
+    fn scalar_functions() {
+        let d = |s: &str| Value::Date(parse_date(s).unwrap_or(0));
+        let st = |s: &str| Value::Str(s.to_string());
+        let ap = |f: Func, a: &[Value]| f.apply(a).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ap(Func::Year, &[d("1998-12-01")]), Value::Int(1998));
+        assert_eq!(ap(Func::Month, &[d("1998-12-01")]), Value::Int(12));
+        assert_eq!(ap(Func::Day, &[d("1998-12-01")]), Value::Int(1));
+        assert_eq!(ap(Func::Quarter, &[d("1994-04-01")]), Value::Int(2));
+        assert_eq!(ap(Func::Quarter, &[d("1994-03-31")]), Value::Int(1));
+        // 1970-01-01 a Thursday, 1969-12-28 a Sunday, 2000-03-01 a Wednesday.
+        assert_eq!(ap(Func::DayOfWeek, &[d("1970-01-01")]), Value::Int(4));
+        assert_eq!(ap(Func::DayOfWeek, &[d("1969-12-28")]), Value::Int(0));
+        assert_eq!(ap(Func::DayOfWeek, &[d("2000-03-01")]), Value::Int(3));
+        assert_eq!(ap(Func::DayOfYear, &[d("2000-12-31")]), Value::Int(366));
+        assert_eq!(ap(Func::DayOfYear, &[d("1999-01-01")]), Value::Int(1));
+        assert_eq!(ap(Func::Upper, &[st("déjà vu")]), st("DÉJÀ VU"));
+        assert_eq!(ap(Func::Lower, &[st("AIR")]), st("air"));
+        assert_eq!(ap(Func::Length, &[st("déjà")]), Value::Int(4));
+        let sub = |s: &str, a: &[i64]| {
+            let mut v = vec![st(s)];
+            v.extend(a.iter().map(|&x| Value::Int(x)));
+            ap(Func::Substring, &v)
+        };
+        assert_eq!(sub("hello", &[2, 3]), st("ell"));
+        assert_eq!(sub("hello", &[2]), st("ello"));
+        assert_eq!(sub("hello", &[0, 2]), st("h"));
+        assert_eq!(sub("hello", &[-3, 5]), st("h"));
+        assert_eq!(sub("hello", &[4, 10]), st("lo"));
+        assert_eq!(sub("hello", &[9, 2]), st(""));
+        assert_eq!(sub("déjà", &[2, 2]), st("éj"));
+        assert!(
+            Func::Substring
+                .apply(&[st("x"), Value::Int(1), Value::Int(-1)])
+                .is_err()
+        );
     }
 
     #[test]

@@ -665,7 +665,7 @@ fn fast_expr(e: &Expr) -> bool {
                     .iter()
                     .all(|v| !matches!(v, Value::Null | Value::Str(_)))
         }
-        Expr::IsNull { .. } | Expr::Like { .. } | Expr::Case { .. } => false,
+        Expr::IsNull { .. } | Expr::Like { .. } | Expr::Case { .. } | Expr::Func { .. } => false,
         Expr::Cast(x, to) => {
             fast_expr(x)
                 && match (x.ty(), *to) {

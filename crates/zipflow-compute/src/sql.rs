@@ -10,7 +10,7 @@ use sqlparser::parser::Parser;
 use zipflow_core::{Error, Result};
 
 use crate::expr::{
-    ArithOp, CmpOp, Expr, MAX_SCALE, SqlType, Value, add_months, cast_value, fold, parse_date,
+    ArithOp, CmpOp, Expr, Func, MAX_SCALE, SqlType, Value, add_months, cast_value, fold, parse_date,
 };
 use crate::query::{AggFunc, Aggregate, OutputColumn, Query};
 
@@ -166,11 +166,10 @@ pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
             Some(e) => e,
             None => resolve_alias(g, &aliases),
         };
+        // A key is a column or an expression of the row (row by row when not a column).
         let e = b.bind(&g)?;
-        if !matches!(e, Expr::Column { .. }) {
-            return Err(unsupported(format!(
-                "GROUP BY on an expression (`{g}`); group by columns"
-            )));
+        if e.is_constant() {
+            return Err(Error::invalid(format!("GROUP BY a constant (`{g}`)")));
         }
         b.keys.push(e);
         b.key_asts.push(g);
@@ -444,6 +443,13 @@ impl Binder<'_> {
     }
 
     fn bind(&mut self, e: &ast::Expr) -> Result<Expr> {
+        // After aggregation, an expression a key was grouped by is that key.
+        if self.mode == Mode::Aggregated
+            && let Some(i) = self.key_asts.iter().position(|k| k == e)
+            && !matches!(self.keys[i], Expr::Column { .. })
+        {
+            return Ok(Expr::KeyRef(i, self.keys[i].ty()));
+        }
         let out = self.bind_inner(e)?;
         if out.is_constant() && !matches!(out, Expr::Lit(..)) {
             return fold(&out);
@@ -583,7 +589,36 @@ impl Binder<'_> {
                 else_result,
                 ..
             } => self.case(operand.as_deref(), conditions, else_result.as_deref()),
-            A::Extract { .. } => Err(unsupported("EXTRACT")),
+            A::Extract { field, expr, .. } => {
+                use ast::DateTimeField as F;
+                let f = match field {
+                    F::Year | F::Years => Func::Year,
+                    F::Month | F::Months => Func::Month,
+                    F::Day | F::Days => Func::Day,
+                    F::Quarter => Func::Quarter,
+                    F::DayOfWeek | F::Dow => Func::DayOfWeek,
+                    F::DayOfYear | F::Doy => Func::DayOfYear,
+                    other => return Err(unsupported(format!("EXTRACT({other})"))),
+                };
+                let x = self.bind(expr)?;
+                scalar(f, vec![x])
+            }
+            A::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let mut args = vec![self.bind(expr)?];
+                args.push(match substring_from {
+                    Some(x) => self.bind(x)?,
+                    None => Expr::Lit(Value::Int(1), SqlType::Int),
+                });
+                if let Some(x) = substring_for {
+                    args.push(self.bind(x)?);
+                }
+                scalar(Func::Substring, args)
+            }
             other => Err(unsupported(format!("expression `{other}`"))),
         }
     }
@@ -707,7 +742,7 @@ impl Binder<'_> {
             return Err(unsupported("aggregate FILTER"));
         }
         let Some(func) = aggregate_name(&name) else {
-            return Err(unsupported(format!("function `{name}`")));
+            return self.scalar_call(&name, f);
         };
         let ast::FunctionArguments::List(list) = &f.args else {
             return Err(unsupported(format!("`{name}` without an argument list")));
@@ -769,6 +804,65 @@ impl Binder<'_> {
             }
         };
         Ok(Expr::AggRef(i, ty))
+    }
+
+    /// A call of a scalar function by name: `upper`, `lower`, `length` (`char_length`),
+    /// `substring` (`substr`), `year`, `month`, `day`, `quarter`, `dayofweek`, `dayofyear`,
+    /// and `date_part('field', date)`.
+    fn scalar_call(&mut self, name: &str, f: &ast::Function) -> Result<Expr> {
+        let lower = name.to_ascii_lowercase();
+        let func = match lower.as_str() {
+            "upper" | "ucase" => Func::Upper,
+            "lower" | "lcase" => Func::Lower,
+            "length" | "char_length" | "character_length" => Func::Length,
+            "substring" | "substr" => Func::Substring,
+            "year" => Func::Year,
+            "month" => Func::Month,
+            "day" | "dayofmonth" => Func::Day,
+            "quarter" => Func::Quarter,
+            "dayofweek" | "dow" => Func::DayOfWeek,
+            "dayofyear" | "doy" => Func::DayOfYear,
+            "date_part" | "datepart" => Func::Year,
+            _ => return Err(unsupported(format!("function `{name}`"))),
+        };
+        let ast::FunctionArguments::List(list) = &f.args else {
+            return Err(unsupported(format!("`{name}` without an argument list")));
+        };
+        if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+            return Err(unsupported(format!("`{name}` with DISTINCT or clauses")));
+        }
+        let mut args = Vec::with_capacity(list.args.len());
+        for a in &list.args {
+            match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => args.push(self.bind(x)?),
+                _ => return Err(unsupported(format!("`{name}` with these arguments"))),
+            }
+        }
+        if lower != "date_part" && lower != "datepart" {
+            return scalar(func, args);
+        }
+        // date_part('field', date): the field a string literal.
+        let field = match args.first() {
+            Some(e) if e.is_constant() && e.ty() == SqlType::Str => match fold(e)? {
+                Expr::Lit(Value::Str(s), _) => s.to_ascii_lowercase(),
+                _ => String::new(),
+            },
+            _ => {
+                return Err(unsupported(
+                    "date_part with a field that is not a string literal",
+                ));
+            }
+        };
+        let func = match field.as_str() {
+            "year" | "years" => Func::Year,
+            "month" | "months" => Func::Month,
+            "day" | "days" => Func::Day,
+            "quarter" => Func::Quarter,
+            "dow" | "dayofweek" => Func::DayOfWeek,
+            "doy" | "dayofyear" => Func::DayOfYear,
+            other => return Err(unsupported(format!("date_part('{other}')"))),
+        };
+        scalar(func, args.split_off(1))
     }
 
     fn binary(&mut self, left: &ast::Expr, op: &BinaryOperator, right: &ast::Expr) -> Result<Expr> {
@@ -949,6 +1043,60 @@ fn add_interval(base: Expr, iv: &Interval, sign: i64) -> Result<Expr> {
 }
 
 /// Converts `e` to `to`, folding literals.
+/// A scalar function call, its arguments checked (and integers coerced) against what `f`
+/// takes.
+fn scalar(f: Func, mut args: Vec<Expr>) -> Result<Expr> {
+    let want: &[SqlType] = match f {
+        Func::Upper | Func::Lower | Func::Length => &[SqlType::Str],
+        Func::Substring => &[SqlType::Str, SqlType::Int, SqlType::Int],
+        _ => &[SqlType::Date],
+    };
+    let least = if f == Func::Substring { 2 } else { want.len() };
+    if args.len() < least || args.len() > want.len() {
+        return Err(Error::invalid(format!(
+            "{} takes {} argument{}, not {}",
+            f.name(),
+            if least == want.len() {
+                least.to_string()
+            } else {
+                format!("{least} or {}", want.len())
+            },
+            if want.len() == 1 { "" } else { "s" },
+            args.len()
+        )));
+    }
+    for (a, &t) in args.iter_mut().zip(want) {
+        let ty = a.ty();
+        if ty == t {
+            continue;
+        }
+        let ok = match (ty, t) {
+            // NULL literals bind as integers; integral decimals of scale 0 count as integers.
+            (SqlType::Decimal(0), SqlType::Int) => true,
+            (SqlType::Int, _) if matches!(a, Expr::Lit(Value::Null, _)) => true,
+            // A string literal where a date goes (`year('1998-12-01')`).
+            (SqlType::Str, SqlType::Date) => a.is_constant(),
+            _ => false,
+        };
+        if !ok {
+            return Err(Error::invalid(format!(
+                "{} of a {ty} value (it takes {t})",
+                f.name()
+            )));
+        }
+        let x = std::mem::replace(a, Expr::Lit(Value::Null, t));
+        *a = match x {
+            Expr::Lit(Value::Null, _) => Expr::Lit(Value::Null, t),
+            x => Expr::Cast(Box::new(x), t),
+        };
+    }
+    Ok(Expr::Func {
+        f,
+        args,
+        ty: f.ty(),
+    })
+}
+
 fn coerce_to(e: Expr, to: SqlType) -> Result<Expr> {
     if e.ty() == to {
         return Ok(e);

@@ -488,6 +488,87 @@ fn nulls_follow_sql_semantics() {
 }
 
 #[test]
+fn scalar_functions_and_expression_keys() {
+    use arrow::compute::kernels::temporal::{DatePart, date_part};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let batches = lineitem(0.002);
+    let path = write(&batches, dir.path());
+    // The expected groups from Arrow's own date kernels and Rust's string functions.
+    let (mut years, mut months) = (BTreeMap::<i64, i64>::new(), BTreeMap::<i64, i64>::new());
+    let (mut prefixes, mut chars) = (BTreeMap::<String, i64>::new(), 0i64);
+    for b in &batches {
+        let col = |n: &str| b.column_by_name(n).unwrap_or_else(|| panic!("{n}")).clone();
+        let part = |p: DatePart| {
+            let a = date_part(col("l_shipdate").as_ref(), p).unwrap_or_else(|e| panic!("{e}"));
+            a.as_primitive::<arrow::datatypes::Int32Type>().clone()
+        };
+        let (y, m) = (part(DatePart::Year), part(DatePart::Month));
+        let utf8 = |n: &str| {
+            arrow::compute::cast(&col(n), &DataType::Utf8).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (mode, comment) = (utf8("l_shipmode"), utf8("l_comment"));
+        let (mode, comment) = (mode.as_string::<i32>(), comment.as_string::<i32>());
+        for i in 0..b.num_rows() {
+            *years.entry(i64::from(y.value(i))).or_default() += 1;
+            if y.value(i) == 1995 {
+                *months.entry(i64::from(m.value(i))).or_default() += 1;
+            }
+            let p: String = mode.value(i).chars().take(2).collect();
+            *prefixes.entry(p.to_lowercase()).or_default() += 1;
+            chars += comment.value(i).chars().count() as i64;
+        }
+    }
+    let ints = |m: &BTreeMap<i64, i64>| -> Vec<Vec<Value>> {
+        m.iter()
+            .map(|(k, n)| vec![Value::Int(*k), Value::Int(*n)])
+            .collect()
+    };
+    for reference in [false, true] {
+        let q = |text: String| run(&path, &text, 2, reference);
+        assert_eq!(
+            q(format!(
+                "SELECT extract(year FROM l_shipdate) AS y, count(*) FROM '{path}' GROUP BY y ORDER BY y"
+            )),
+            ints(&years)
+        );
+        assert_eq!(
+            q(format!(
+                "SELECT month(l_shipdate), count(*) FROM '{path}' \
+                 WHERE year(l_shipdate) = 1995 GROUP BY 1 ORDER BY 1"
+            )),
+            ints(&months)
+        );
+        let expected: Vec<Vec<Value>> = prefixes
+            .iter()
+            .map(|(k, n)| vec![Value::Str(k.as_str().into()), Value::Int(*n)])
+            .collect();
+        assert_eq!(
+            q(format!(
+                "SELECT lower(substring(l_shipmode, 1, 2)) AS p, count(*) FROM '{path}' \
+                 GROUP BY p HAVING count(*) > 0 ORDER BY p"
+            )),
+            expected
+        );
+        assert_eq!(
+            q(format!("SELECT sum(length(l_comment)) FROM '{path}'")),
+            vec![vec![Value::Decimal(i128::from(chars), 0)]]
+        );
+    }
+    let cols = vec![("d".to_string(), zipflow_compute::SqlType::Date)];
+    let err = |q: &str| {
+        sql::plan(q, &cols)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    assert!(err("SELECT extract(hour FROM d) FROM t").contains("EXTRACT(HOUR)"));
+    assert!(err("SELECT upper(d) FROM t").contains("upper of a date"));
+    assert!(err("SELECT length('a', 'b') FROM t").contains("takes 1 argument, not 2"));
+    assert!(err("SELECT soundex(d) FROM t").contains("function `soundex`"));
+    assert!(err("SELECT count(*) FROM t GROUP BY 1 + 1").contains("GROUP BY a constant"));
+}
+
+#[test]
 fn unsupported_sql_names_the_construct() {
     let cols = vec![("a".to_string(), zipflow_compute::SqlType::Int)];
     let err = |q: &str| {
