@@ -610,6 +610,16 @@ pub enum Func {
     /// `substring(string, start[, length])`: characters from position `start` (the first is
     /// 1) on, `length` of them at most, those before position 1 cut off (as SQL has it).
     Substring,
+    /// `a || b`: the two strings one after the other.
+    Concat,
+    /// `trim(string)`: without its leading and trailing spaces.
+    Trim,
+    /// `ltrim(string)`: without its leading spaces.
+    LTrim,
+    /// `rtrim(string)`: without its trailing spaces.
+    RTrim,
+    /// `abs(number)`, of the number's type.
+    Abs,
 }
 
 impl Func {
@@ -626,6 +636,11 @@ impl Func {
             Func::Lower => "lower",
             Func::Length => "length",
             Func::Substring => "substring",
+            Func::Concat => "||",
+            Func::Trim => "trim",
+            Func::LTrim => "ltrim",
+            Func::RTrim => "rtrim",
+            Func::Abs => "abs",
         }
     }
 
@@ -684,13 +699,35 @@ impl Func {
                 let take = usize::try_from(end.saturating_sub(start.max(1))).unwrap_or(0);
                 Value::Str(s.chars().skip(from).take(take).collect())
             }
+            Func::Concat => match args {
+                [Value::Str(a), Value::Str(b)] => Value::Str(format!("{a}{b}")),
+                _ => return Err(bad()),
+            },
+            Func::Trim => Value::Str(text()?.trim_matches(' ').to_string()),
+            Func::LTrim => Value::Str(text()?.trim_start_matches(' ').to_string()),
+            Func::RTrim => Value::Str(text()?.trim_end_matches(' ').to_string()),
+            Func::Abs => match args.first() {
+                Some(Value::Int(v)) => Value::Int(v.checked_abs().ok_or_else(overflow)?),
+                Some(Value::Decimal(v, s)) => {
+                    Value::Decimal(v.checked_abs().ok_or_else(overflow)?, *s)
+                }
+                Some(Value::Float(v)) => Value::Float(v.abs()),
+                _ => return Err(bad()),
+            },
         })
     }
 
-    /// The result type.
-    pub fn ty(self) -> SqlType {
+    /// The result type, given the first argument's (`abs` keeps it).
+    pub fn ty(self, first: SqlType) -> SqlType {
         match self {
-            Func::Upper | Func::Lower | Func::Substring => SqlType::Str,
+            Func::Upper
+            | Func::Lower
+            | Func::Substring
+            | Func::Concat
+            | Func::Trim
+            | Func::LTrim
+            | Func::RTrim => SqlType::Str,
+            Func::Abs => first,
             _ => SqlType::Int,
         }
     }
@@ -906,6 +943,17 @@ mod tests {
                 .apply(&[st("x"), Value::Int(1), Value::Int(-1)])
                 .is_err()
         );
+        assert_eq!(ap(Func::Concat, &[st("ab"), st("é")]), st("abé"));
+        assert_eq!(ap(Func::Trim, &[st("  a b  ")]), st("a b"));
+        assert_eq!(ap(Func::LTrim, &[st("  a ")]), st("a "));
+        assert_eq!(ap(Func::RTrim, &[st(" a  ")]), st(" a"));
+        assert_eq!(ap(Func::Abs, &[Value::Int(-3)]), Value::Int(3));
+        assert_eq!(
+            ap(Func::Abs, &[Value::Decimal(-125, 2)]),
+            Value::Decimal(125, 2)
+        );
+        assert_eq!(ap(Func::Abs, &[Value::Float(-0.5)]), Value::Float(0.5));
+        assert!(Func::Abs.apply(&[Value::Int(i64::MIN)]).is_err());
     }
 
     #[test]

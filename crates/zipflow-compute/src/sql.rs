@@ -603,6 +603,21 @@ impl Binder<'_> {
                 let x = self.bind(expr)?;
                 scalar(f, vec![x])
             }
+            A::Trim {
+                trim_where,
+                trim_what: None,
+                expr,
+                trim_characters: None,
+            } => {
+                let f = match trim_where {
+                    None | Some(ast::TrimWhereField::Both) => Func::Trim,
+                    Some(ast::TrimWhereField::Leading) => Func::LTrim,
+                    Some(ast::TrimWhereField::Trailing) => Func::RTrim,
+                };
+                let x = self.bind(expr)?;
+                scalar(f, vec![x])
+            }
+            A::Trim { .. } => Err(unsupported("TRIM of characters other than spaces")),
             A::Substring {
                 expr,
                 substring_from,
@@ -679,6 +694,31 @@ impl Binder<'_> {
             otherwise: otherwise.map(to).transpose()?.map(Box::new),
             ty,
         })
+    }
+
+    /// `coalesce(a, b, ...)`: the first argument that is not NULL, as the CASE it stands for.
+    fn coalesce(&mut self, args: &[FunctionArg]) -> Result<Expr> {
+        let mut exprs = Vec::with_capacity(args.len());
+        for a in args {
+            match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => exprs.push(x.clone()),
+                _ => return Err(unsupported("coalesce with these arguments")),
+            }
+        }
+        let Some((last, rest)) = exprs.split_last() else {
+            return Err(Error::invalid("coalesce of no arguments"));
+        };
+        let conditions: Vec<ast::CaseWhen> = rest
+            .iter()
+            .map(|x| ast::CaseWhen {
+                condition: ast::Expr::IsNotNull(Box::new(x.clone())),
+                result: x.clone(),
+            })
+            .collect();
+        if conditions.is_empty() {
+            return self.bind(last);
+        }
+        self.case(None, &conditions, Some(last))
     }
 
     /// `expr [NOT] LIKE pattern [ESCAPE c]` (`ILIKE` with `fold_case`): a string expression
@@ -823,6 +863,17 @@ impl Binder<'_> {
             "dayofweek" | "dow" => Func::DayOfWeek,
             "dayofyear" | "doy" => Func::DayOfYear,
             "date_part" | "datepart" => Func::Year,
+            "trim" => Func::Trim,
+            "ltrim" => Func::LTrim,
+            "rtrim" => Func::RTrim,
+            "abs" => Func::Abs,
+            "concat" => return Err(unsupported("concat() (use ||)")),
+            "coalesce" | "ifnull" => {
+                let ast::FunctionArguments::List(list) = &f.args else {
+                    return Err(unsupported(format!("`{name}` without an argument list")));
+                };
+                return self.coalesce(&list.args);
+            }
             _ => return Err(unsupported(format!("function `{name}`"))),
         };
         let ast::FunctionArguments::List(list) = &f.args else {
@@ -891,6 +942,7 @@ impl Binder<'_> {
             BinaryOperator::LtEq => compare(CmpOp::Le, l, r),
             BinaryOperator::Gt => compare(CmpOp::Gt, l, r),
             BinaryOperator::GtEq => compare(CmpOp::Ge, l, r),
+            BinaryOperator::StringConcat => scalar(Func::Concat, vec![l, r]),
             BinaryOperator::Plus => arith(ArithOp::Add, l, r),
             BinaryOperator::Minus => arith(ArithOp::Sub, l, r),
             BinaryOperator::Multiply => arith(ArithOp::Mul, l, r),
@@ -1046,9 +1098,26 @@ fn add_interval(base: Expr, iv: &Interval, sign: i64) -> Result<Expr> {
 /// A scalar function call, its arguments checked (and integers coerced) against what `f`
 /// takes.
 fn scalar(f: Func, mut args: Vec<Expr>) -> Result<Expr> {
+    if f == Func::Abs {
+        return match args.as_slice() {
+            [a] if a.ty().is_numeric() => Ok(Expr::Func {
+                f,
+                ty: a.ty(),
+                args,
+            }),
+            [a] => Err(Error::invalid(format!("abs of a {} value", a.ty()))),
+            _ => Err(Error::invalid(format!(
+                "abs takes 1 argument, not {}",
+                args.len()
+            ))),
+        };
+    }
     let want: &[SqlType] = match f {
-        Func::Upper | Func::Lower | Func::Length => &[SqlType::Str],
+        Func::Upper | Func::Lower | Func::Length | Func::Trim | Func::LTrim | Func::RTrim => {
+            &[SqlType::Str]
+        }
         Func::Substring => &[SqlType::Str, SqlType::Int, SqlType::Int],
+        Func::Concat => &[SqlType::Str, SqlType::Str],
         _ => &[SqlType::Date],
     };
     let least = if f == Func::Substring { 2 } else { want.len() };
@@ -1076,6 +1145,8 @@ fn scalar(f: Func, mut args: Vec<Expr>) -> Result<Expr> {
             (SqlType::Int, _) if matches!(a, Expr::Lit(Value::Null, _)) => true,
             // A string literal where a date goes (`year('1998-12-01')`).
             (SqlType::Str, SqlType::Date) => a.is_constant(),
+            // `||` takes any value as its text.
+            (_, SqlType::Str) => f == Func::Concat,
             _ => false,
         };
         if !ok {
@@ -1093,7 +1164,7 @@ fn scalar(f: Func, mut args: Vec<Expr>) -> Result<Expr> {
     Ok(Expr::Func {
         f,
         args,
-        ty: f.ty(),
+        ty: f.ty(SqlType::Str),
     })
 }
 

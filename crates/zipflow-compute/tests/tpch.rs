@@ -553,6 +553,21 @@ fn scalar_functions_and_expression_keys() {
             q(format!("SELECT sum(length(l_comment)) FROM '{path}'")),
             vec![vec![Value::Decimal(i128::from(chars), 0)]]
         );
+        let total: i64 = years.values().sum();
+        assert_eq!(
+            q(format!(
+                "SELECT count(*), count(coalesce(NULL, l_shipmode)), min(abs(l_linenumber - 4)), \
+                 max(abs(l_linenumber - 4)) FROM '{path}' \
+                 WHERE trim(' ' || l_shipmode || '  ') = l_shipmode \
+                 AND ltrim(' ' || l_shipmode) || rtrim('x ') = l_shipmode || 'x'"
+            )),
+            vec![vec![
+                Value::Int(total),
+                Value::Int(total),
+                Value::Int(0),
+                Value::Int(3)
+            ]]
+        );
     }
     let cols = vec![("d".to_string(), zipflow_compute::SqlType::Date)];
     let err = |q: &str| {
@@ -566,6 +581,8 @@ fn scalar_functions_and_expression_keys() {
     assert!(err("SELECT length('a', 'b') FROM t").contains("takes 1 argument, not 2"));
     assert!(err("SELECT soundex(d) FROM t").contains("function `soundex`"));
     assert!(err("SELECT count(*) FROM t GROUP BY 1 + 1").contains("GROUP BY a constant"));
+    assert!(err("SELECT abs('x') FROM t").contains("abs of a varchar"));
+    assert!(err("SELECT concat('a', 'b') FROM t").contains("use ||"));
 }
 
 #[test]

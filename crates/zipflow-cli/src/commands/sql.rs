@@ -13,7 +13,7 @@ pub struct Args {
     /// and ILIKE with `%`, `_` and an optional ESCAPE, IS NULL, AND / OR / NOT, arithmetic,
     /// CASE, CAST, DATE literals and intervals), scalar functions (EXTRACT of YEAR, MONTH,
     /// DAY, QUARTER, DOW or DOY and the functions of those names, date_part, upper, lower,
-    /// length, substring), aggregates (sum, count, min, max, avg, each also over DISTINCT
+    /// length, substring, trim, ltrim, rtrim, `||`, abs, coalesce), aggregates (sum, count, min, max, avg, each also over DISTINCT
     /// values), GROUP BY (columns or expressions, by name, alias or position), SELECT
     /// DISTINCT (columns), HAVING, ORDER BY, LIMIT.
     pub query: String,
