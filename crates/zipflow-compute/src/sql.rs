@@ -851,22 +851,23 @@ impl Binder<'_> {
     /// and `date_part('field', date)`.
     fn scalar_call(&mut self, name: &str, f: &ast::Function) -> Result<Expr> {
         let lower = name.to_ascii_lowercase();
+        // `None`: date_part, whose function its first argument names.
         let func = match lower.as_str() {
-            "upper" | "ucase" => Func::Upper,
-            "lower" | "lcase" => Func::Lower,
-            "length" | "char_length" | "character_length" => Func::Length,
-            "substring" | "substr" => Func::Substring,
-            "year" => Func::Year,
-            "month" => Func::Month,
-            "day" | "dayofmonth" => Func::Day,
-            "quarter" => Func::Quarter,
-            "dayofweek" | "dow" => Func::DayOfWeek,
-            "dayofyear" | "doy" => Func::DayOfYear,
-            "date_part" | "datepart" => Func::Year,
-            "trim" => Func::Trim,
-            "ltrim" => Func::LTrim,
-            "rtrim" => Func::RTrim,
-            "abs" => Func::Abs,
+            "upper" | "ucase" => Some(Func::Upper),
+            "lower" | "lcase" => Some(Func::Lower),
+            "length" | "char_length" | "character_length" => Some(Func::Length),
+            "substring" | "substr" => Some(Func::Substring),
+            "year" => Some(Func::Year),
+            "month" => Some(Func::Month),
+            "day" | "dayofmonth" => Some(Func::Day),
+            "quarter" => Some(Func::Quarter),
+            "dayofweek" | "dow" => Some(Func::DayOfWeek),
+            "dayofyear" | "doy" => Some(Func::DayOfYear),
+            "date_part" | "datepart" => None,
+            "trim" => Some(Func::Trim),
+            "ltrim" => Some(Func::LTrim),
+            "rtrim" => Some(Func::RTrim),
+            "abs" => Some(Func::Abs),
             "concat" => return Err(unsupported("concat() (use ||)")),
             "coalesce" | "ifnull" => {
                 let ast::FunctionArguments::List(list) = &f.args else {
@@ -889,7 +890,7 @@ impl Binder<'_> {
                 _ => return Err(unsupported(format!("`{name}` with these arguments"))),
             }
         }
-        if lower != "date_part" && lower != "datepart" {
+        if let Some(func) = func {
             return scalar(func, args);
         }
         // date_part('field', date): the field a string literal.
@@ -1102,7 +1103,7 @@ fn scalar(f: Func, mut args: Vec<Expr>) -> Result<Expr> {
         return match args.as_slice() {
             [a] if a.ty().is_numeric() => Ok(Expr::Func {
                 f,
-                ty: a.ty(),
+                ty: f.ty(a.ty()),
                 args,
             }),
             [a] => Err(Error::invalid(format!("abs of a {} value", a.ty()))),
@@ -1163,8 +1164,8 @@ fn scalar(f: Func, mut args: Vec<Expr>) -> Result<Expr> {
     }
     Ok(Expr::Func {
         f,
+        ty: f.ty(args[0].ty()),
         args,
-        ty: f.ty(SqlType::Str),
     })
 }
 
