@@ -964,7 +964,7 @@ mod tests {
         assert!(k.source.contains("u64 cur = __ldg(vw + 16u * k);"));
         assert!(
             k.source
-                .contains("default: zf_rows<48u>(e, o, vw, p0, lane);")
+                .contains("default: zf_rows<48u>(e, zf_lst, vw, s0, lane);")
         );
         assert!(
             k.source
@@ -986,18 +986,21 @@ mod tests {
         assert!(k.source.contains("__shared__ i64 zf_d0[1024]"));
         // Filled once per block, before the codes are unpacked lane by lane and looked up.
         let fill = k.source.find("zf_d0[i] = zf_n2(e, i)");
-        let lanes = k.source.find("zf_rows<0u, 8u>(e, o, vw, p0, lane, n)");
+        let lanes = k.source.find("zf_rows<0u, 8u>(e, zf_lst, vw, s0, lane, n)");
         assert!(fill.is_some() && lanes.is_some() && fill < lanes);
         assert!(k.source.contains("? zf_d0[c] : zf_n2(e, c)"));
         // The second lane of each thread's pair.
         assert!(
             k.source
-                .contains("zf_rows<0u, 8u>(e, o, vw + 64u, p0, lane + 64u, n)")
+                .contains("zf_rows<0u, 8u>(e, zf_lst, vw + 64u, s0, lane + 64u, n)")
         );
         // Aligned, byte codes of 8-byte values go two neighbouring lanes a thread: one 16-bit
         // load a word, one 16-byte store a row, the words loaded before the dictionary's
         // barrier.
-        assert!(k.source.contains("zf_rows2(e, o, zf_wd, p0, lane, n);"));
+        assert!(
+            k.source
+                .contains("zf_rows2(e, zf_lst, zf_wd, s0, lane, n);")
+        );
         let load = k.source.find("if (zf_pre) zf_load2(zf_vb, lane, zf_wd);");
         let barrier = k.source[fill.unwrap_or(0)..].find("__syncthreads();");
         assert!(load.is_some() && load < fill && barrier.is_some());
@@ -1022,8 +1025,20 @@ mod tests {
         assert!(k.source.contains("extern \"C\" __global__"));
         assert!(k.source.contains("zf_decode("));
         assert!(k.source.contains("zf_unpack<u64, u64, 64>"));
-        // Fused: the root's value is written straight from the expression, no buffer.
-        assert!(k.source.contains("o[p] = zf_n0(e, p)"));
+        // Fused: the root's value goes from the expression to the block's stage (a partial
+        // vector's too), stored by one bulk copy; no buffer of a node's own.
+        assert!(k.source.contains("zf_lst[p - P0] = zf_n0(e, p)"));
+        assert!(
+            k.source
+                .contains("__shared__ __align__(128) i64 zf_lst[ZF_TILE_VECTORS * 1024u];")
+        );
+        let (decode, store) = k
+            .source
+            .split_once(
+                "  zf_bulk_fence();\n  __syncthreads();\n  zf_store_values(o + P0, zf_lst, ",
+            )
+            .unwrap_or_else(|| panic!("no staged store in\n{}", k.source));
+        assert!(decode.contains("switch (rg)") && store.starts_with("min(len - P0, "));
         assert!(!k.source.contains("__shared__ i64 zf_m"));
         assert_eq!(k.threads, TILE_THREADS);
         // out offset, for: len + reference, bitpack: len + offset + width.
@@ -1048,13 +1063,16 @@ mod tests {
             &ints(),
         ))
         .unwrap_or_else(|e| panic!("{e}"));
-        assert!(k.source.contains("zf_rows<0u, 16u>(e, o, vw, p0, lane, n)"));
+        assert!(
+            k.source
+                .contains("zf_rows<0u, 16u>(e, zf_lst, vw, s0, lane, n)")
+        );
         let wide = Values::Int(IntVec::I64((0..200_000).map(|i| i * 3).collect()));
         let k = generate(&shape_of("dict(codes: bitpack, values: plain)", &wide))
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(
             k.source
-                .contains("else zf_rows<16u, 16u>(e, o, vw, p0, lane, n)")
+                .contains("else zf_rows<16u, 16u>(e, zf_lst, vw, s0, lane, n)")
         );
     }
 
@@ -1133,7 +1151,7 @@ mod tests {
             assert_eq!(k.kind, KernelKind::Tile, "{plan}");
             let src = &k.source;
             assert!(
-                src.contains("default: zf_rows<48u>(e, o, vw, p0, lane);"),
+                src.contains("default: zf_rows<48u>(e, zf_lst, vw, s0, lane);"),
                 "{plan}"
             );
             // Partial vectors take the low bits alone; no thread leaves before the barrier.
@@ -1141,7 +1159,7 @@ mod tests {
             assert!(!src.contains("if (p0 >= len) return;"), "{plan}");
             // Exceptions found before the low bits, their high bits added after the barrier.
             let (before, after) = src
-                .split_once("  __syncthreads();\n  if (hw) {")
+                .split_once("  __syncthreads();\n  // An exception's position lies in its vector, one of the block's.\n  if (hw) {")
                 .unwrap_or_else(|| panic!("{plan}: no exception stores in\n{src}"));
             let hp = if reference { 1 } else { 0 };
             let found = before
@@ -1149,7 +1167,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{plan}: exceptions not found first"));
             assert!(found < before.find("switch (rg)").unwrap_or(0), "{plan}");
             assert!(
-                after.contains("if (hq != ~0u) atomicAdd((u64*)(o + hq), hx);"),
+                after.contains("if (hq != ~0u) atomicAdd((u64*)(zf_lst + (hq - P0)), hx);"),
                 "{plan}"
             );
             let full = if reference {

@@ -36,6 +36,66 @@ struct Env {
   int* err;
 };
 
+// Fetches bytes [lo, hi) of `p` into L2 (one bulk prefetch of the whole 16-byte words within
+// them, by the calling thread; Hopper and later), so that a later staging of them waits on L2
+// rather than on device memory.
+__device__ __forceinline__ void zf_prefetch_l2(const u8* p, size_t lo, size_t hi) {
+#if __CUDA_ARCH__ >= 900
+  const size_t a = ((size_t)p + lo) & ~(size_t)15, z = ((size_t)p + hi) & ~(size_t)15;
+  if (z > a) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(a), "r"((u32)(z - a)) : "memory");
+#endif
+}
+
+// Bulk copies from a stage in shared memory to device memory (Hopper and later; earlier
+// devices store the stage by thread). The threads that wrote the stage fence their writes for
+// the copy engine (zf_bulk_fence) before the barrier ahead of the copy; the thread that
+// issued it waits until the copy has read the stage (zf_bulk_read_wait) before the barrier
+// ahead of the stage's next writes, and until it is done (zf_bulk_wait) before the block ends.
+__device__ __forceinline__ void zf_bulk_fence() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void zf_bulk_read_wait() {
+#if __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0u) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void zf_bulk_wait() {
+#if __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0u) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+// One bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) from shared memory
+// to device memory, evict-first (Hopper and later; by one thread).
+__device__ __forceinline__ void zf_bulk_store(void* dst, const void* src, u32 bytes) {
+#if __CUDA_ARCH__ >= 900
+  u64 policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;"
+               :: "l"(dst), "r"((u32)__cvta_generic_to_shared(src)), "r"(bytes), "l"(policy) : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+
+// Stores values [0, cnt) of the block's stage `st` at `go`: when `go` is 16-byte aligned, on
+// Hopper and later, their whole 16-byte words by one bulk copy (issued by thread 0, which
+// waits until the copy has read the stage, so the block may end), the rest by the block. The
+// stage's writers fence and wait at a barrier before this (see zf_bulk_fence).
+template <typename T>
+__device__ __forceinline__ void zf_store_values(T* __restrict__ go, const T* st, u32 cnt) {
+  u32 i0 = 0u;
+#if __CUDA_ARCH__ >= 900
+  if (((size_t)go & 15u) == 0u) {
+    const u32 whole = (cnt * (u32)sizeof(T)) & ~15u;
+    if (threadIdx.x == 0u && whole != 0u) zf_bulk_store(go, st, whole);
+    i0 = whole / (u32)sizeof(T);
+  }
+#endif
+  for (u32 i = i0 + threadIdx.x; i < cnt; i += ZF_THREADS) go[i] = st[i];
+  zf_bulk_read_wait();
+}
+
 // Value `p` of a FastLanes bit-packed stream of BITS-bit words at width W: vector p / 1024,
 // position q in it; q = FL_ORDER[row / 8] * 16 + (row % 8) * 128 + lane, lane < 1024 / BITS,
 // and the row's bits start at bit row * W of the lane's words (word k at LANES * k + lane).

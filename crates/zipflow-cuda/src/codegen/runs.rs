@@ -34,15 +34,31 @@ fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> 
 /// instead of `rv`: the base is the value before the run (`dcarry` plus the exclusive sum)
 /// less the value times the run's start less one, so that position q of the run decodes to
 /// base + value * q; `dtot` is the tile's total; and the runs' starts are set in the head map
-/// `hd` (its first window, for `zf_rle_walk_heads`).
+/// `hd` (its first window, for `zf_rle_walk_heads`). `prefetch(a, z)` is the statements by
+/// which one thread fetches runs `a .. z` into L2 (empty where the streams have no prefetch):
+/// the second tile at the start, and the tile after next with each tile.
 fn rle_tiles(
     t: &str,
     loads: impl Fn(&str) -> String,
+    prefetch: impl Fn(&str, &str) -> String,
     vlen: usize,
     delta: Option<&str>,
 ) -> (String, String) {
     let first = loads("threadIdx.x * ZF_RLE_ITEMS");
     let next = loads("r0 + ZF_RLE_TILE + threadIdx.x * ZF_RLE_ITEMS");
+    let ahead = |from: &str| {
+        let body = prefetch(from, &format!("min({from} + ZF_RLE_TILE, nruns)"));
+        if body.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "    if (threadIdx.x == 0u && {from} < nruns) {{
+{body}    }}
+"
+            )
+        }
+    };
+    let (ahead1, ahead2) = (ahead("ZF_RLE_TILE"), ahead("r0 + 2u * ZF_RLE_TILE"));
     let clear = if delta.is_some() {
         "    // The head map starts clear; each window's walk clears the words it read.
     for (u32 x = threadIdx.x; x < ZF_HEAD_BITS / 32u; x += ZF_THREADS) hd[x] = 0u;
@@ -54,10 +70,11 @@ fn rle_tiles(
         r#"    const u32 nruns = (u32)e.prm[{vlen}];
     u64 carry = 0ull;
     u32 flip = 0u;
-{clear}    // Each thread's ZF_RLE_ITEMS consecutive runs of the next tile, loaded a tile ahead.
+{clear}    // Each thread's ZF_RLE_ITEMS consecutive runs of the next tile, loaded a tile ahead, and
+    // the tile after that fetched into L2 ahead of its loads.
     u32 nl[ZF_RLE_ITEMS];
     {t} nv[ZF_RLE_ITEMS];
-{first}"#
+{ahead1}{first}"#
     );
     let (dsum, dput, dend) = match delta {
         Some(a) => (
@@ -110,17 +127,20 @@ fn rle_tiles(
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) ls += nl[i];
       u32 tot;
       u64 s = carry + (u64)zf_scan_tile<u32>(ls, &tot, flip);
-{dsum}#pragma unroll
+{dsum}      // A thread's runs are checked once: a zero length among them, and its last run's end
+      // against the chunk's (ends rise within a thread, so no earlier one can pass it).
+      bool zero = false;
+#pragma unroll
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{
-        const u32 r = r0 + threadIdx.x * ZF_RLE_ITEMS + i;
-        if (r < nruns && nl[i] == 0u) atomicOr(e.err, ZF_ERR_RLE_ZERO);
-        if (s + nl[i] > n) atomicOr(e.err, ZF_ERR_RLE_SUM);
+        zero |= nl[i] == 0u && r0 + threadIdx.x * ZF_RLE_ITEMS + i < nruns;
         rs[threadIdx.x * ZF_RLE_ITEMS + i] = (u32)min(s, (u64)n);
 {dput}        s += nl[i];
       }}
+      if (zero) atomicOr(e.err, ZF_ERR_RLE_ZERO);
+      if (s > n) atomicOr(e.err, ZF_ERR_RLE_SUM);
 {dend}      if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);
       // The next tile's runs load while the block waits.
-{next}      __syncthreads();
+{next}{ahead2}      __syncthreads();
 "#
     );
     (load, place)
@@ -159,6 +179,18 @@ impl Gen<'_> {
                 load4_code(values, vt, r, "nruns", "nv", &t)
             )
         })
+    }
+
+    /// The L2 prefetch of runs `a .. z` of an `rle` node's `values` and `runs` streams (those
+    /// that have one): statements for [`rle_tiles`].
+    fn runs_prefetch(&self, values: usize, runs: usize) -> impl Fn(&str, &str) -> String + use<> {
+        let each = [values, runs].map(|k| self.prefetch_values(k, "a", "z"));
+        move |a: &str, z: &str| {
+            each.iter()
+                .flatten()
+                .map(|s| format!("      {{ const u32 a = {a}, z = {z};\n        {s}\n      }}\n"))
+                .collect()
+        }
     }
 
     fn quad(&mut self, k: usize) -> Result<String> {
@@ -221,7 +253,8 @@ impl Gen<'_> {
         let a = acc(n.ptype);
         let (values, runs) = (r.children[0], r.children[1]);
         let loads = self.rle_loads(t, values, runs)?;
-        let (load, place) = rle_tiles(t, loads, self.nodes[values].base, Some(a));
+        let ahead = self.runs_prefetch(values, runs);
+        let (load, place) = rle_tiles(t, loads, ahead, self.nodes[values].base, Some(a));
         Ok(format!(
             r#"  {{ // node {k}: delta over rle (node {rle}), in one pass over run tiles: each run's first
     // value from an exclusive sum of value * length, then each output position of the tile
@@ -335,7 +368,8 @@ impl Gen<'_> {
         Ok({
             let (values, runs) = (ch(0), ch(1));
             let loads = self.rle_loads(t, values, runs)?;
-            let (load, place) = rle_tiles(t, loads, self.nodes[values].base, None);
+            let ahead = self.runs_prefetch(values, runs);
+            let (load, place) = rle_tiles(t, loads, ahead, self.nodes[values].base, None);
             format!(
                 r#"  {{ // node {k}: rle: run tiles of ZF_RLE_ITEMS runs per thread; an exclusive sum of
     // their lengths places them, then each warp walks its share of the tile's output

@@ -178,45 +178,7 @@ __device__ __forceinline__ void zf_store_from(u8* __restrict__ out, const u8* st
 
 // A tile's bytes from the stage, as zf_store_from, but on Hopper and later the 16-byte words
 // in between go by one bulk copy (the copy engine reads the stage; no thread loads and stores
-// them), issued by thread 0, evict-first. Every thread fences its stage writes for the copy
-// engine (zf_bulk_fence) before the barrier ahead of this; thread 0 waits until the copy has
-// read the stage (zf_bulk_read_wait) before the barrier ahead of the stage's next writes,
-// and until it is done (zf_bulk_wait) before the block ends.
-__device__ __forceinline__ void zf_bulk_fence() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void zf_bulk_read_wait() {
-#if __CUDA_ARCH__ >= 900
-  if (threadIdx.x == 0u) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void zf_bulk_wait() {
-#if __CUDA_ARCH__ >= 900
-  if (threadIdx.x == 0u) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-#endif
-}
-// One bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) from shared memory
-// to device memory, evict-first (Hopper and later; by one thread).
-__device__ __forceinline__ void zf_bulk_store(void* dst, const void* src, u32 bytes) {
-#if __CUDA_ARCH__ >= 900
-  u64 policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;"
-               :: "l"(dst), "r"((u32)__cvta_generic_to_shared(src)), "r"(bytes), "l"(policy) : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-#endif
-}
-// Fetches bytes [lo, hi) of `p` into L2 (one bulk prefetch of the whole 16-byte words within
-// them, by the calling thread; Hopper and later), so that a later staging of them waits on L2
-// rather than on device memory.
-__device__ __forceinline__ void zf_prefetch_l2(const u8* p, size_t lo, size_t hi) {
-#if __CUDA_ARCH__ >= 900
-  const size_t a = ((size_t)p + lo) & ~(size_t)15, z = ((size_t)p + hi) & ~(size_t)15;
-  if (z > a) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(a), "r"((u32)(z - a)) : "memory");
-#endif
-}
+// them), issued by thread 0, evict-first (see zf_bulk_fence for the fences and waits).
 __device__ __forceinline__ void zf_store_bulk(u8* __restrict__ out, const u8* st, u64 g0, u64 g1) {
 #if __CUDA_ARCH__ >= 900
   const u32 t = threadIdx.x;
@@ -696,19 +658,17 @@ extern __shared__ __align__(16) u8 zf_dyn[];
     }
 
     /// A statement by which one thread fetches into L2 the stream of node `k` that holds its
-    /// values `a .. z` (expressions, `a < z` within the node's values): a bit-packed `u32`
-    /// node's vectors (under a `for` or not), or a `radix` node's groups. `None` for other
+    /// values `a .. z` (expressions, `a < z` within the node's values): a bit-packed node's
+    /// vectors (under a `for` or not), or a `u32` `radix` node's groups. `None` for other
     /// nodes.
-    fn prefetch_values(&self, k: usize, a: &str, z: &str) -> Option<String> {
+    pub(super) fn prefetch_values(&self, k: usize, a: &str, z: &str) -> Option<String> {
         let n = &self.nodes[k];
         let r = match n.op {
             Op::For => &self.nodes[*n.children.first()?],
             _ => n,
         };
-        if n.ptype != PType::U32 || r.ptype != PType::U32 {
-            return None;
-        }
         let (lo, hi) = match r.op {
+            // A vector is 1024 values of the width's bits, whatever their type.
             Op::BitPack => {
                 let vb = format!("128u * ({})", super::width_expr(r));
                 (
@@ -716,7 +676,7 @@ extern __shared__ __align__(16) u8 zf_dyn[];
                     format!("(size_t)((({z}) - 1u) >> 10) * ({vb}) + {vb}"),
                 )
             }
-            Op::Radix => {
+            Op::Radix if n.ptype == PType::U32 && r.ptype == PType::U32 => {
                 let base = r.width.filter(|b| (2..=255).contains(b))?;
                 let (m, bits) = zipflow_encodings::radix::layout(base);
                 // Up to the last group's first word (which its reader loads).
