@@ -7,8 +7,8 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use zipflow_core::values::ByteStrings;
-use zipflow_core::{IntVec, PType, Plan, Values};
+use zipflow_core::values::{ByteStrings, IntVecOf};
+use zipflow_core::{Int, IntVec, PType, Plan, Values, with_int_ptype};
 
 /// A small deterministic generator.
 fn rng(seed: u64) -> impl FnMut() -> u64 {
@@ -41,18 +41,11 @@ fn ints(n: usize) -> Vec<Vec<i64>> {
     vec![narrow, runs, sorted, outliers, signed]
 }
 
-/// `v` cast to `ptype` (wrapping into its range).
+/// `v` cast to integer type `ptype` (wrapping into its range).
 fn as_ptype(v: &[i64], ptype: PType) -> Values {
-    Values::Int(match ptype {
-        PType::I8 => IntVec::I8(v.iter().map(|&x| x as i8).collect()),
-        PType::I16 => IntVec::I16(v.iter().map(|&x| x as i16).collect()),
-        PType::I32 => IntVec::I32(v.iter().map(|&x| x as i32).collect()),
-        PType::U8 => IntVec::U8(v.iter().map(|&x| x as u8).collect()),
-        PType::U16 => IntVec::U16(v.iter().map(|&x| x as u16).collect()),
-        PType::U32 => IntVec::U32(v.iter().map(|&x| x as u32).collect()),
-        PType::U64 => IntVec::U64(v.iter().map(|&x| x as u64).collect()),
-        _ => IntVec::I64(v.to_vec()),
-    })
+    with_int_ptype!(ptype, T => Values::Int(T::wrap(
+        v.iter().map(|&x| T::from_u64_wrapping(x as u64)).collect(),
+    )), _ => Values::Int(IntVec::I64(v.to_vec())))
 }
 
 fn strings(items: &[String]) -> Values {
@@ -74,16 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&dir)?;
     let n = 3000;
     let mut work: Vec<(Vec<Plan>, Vec<Values>)> = Vec::new();
-    for ptype in [
-        PType::I8,
-        PType::I16,
-        PType::I32,
-        PType::I64,
-        PType::U8,
-        PType::U16,
-        PType::U32,
-        PType::U64,
-    ] {
+    for ptype in PType::INTS {
         let streams = ints(n).iter().map(|v| as_ptype(v, ptype)).collect();
         work.push((zipflow_select::candidates(ptype), streams));
     }
