@@ -1512,6 +1512,13 @@ mod tests {
             "rp[threadIdx.x * ZF_RLE_ITEMS + i] = make_ulonglong2(d - (u64)nv[i] * ((u64)s - (u64)1), (u64)nv[i]);"
         ));
         assert!(k.source.contains("dl += (u64)nv[i] * (u64)nl[i];"));
+        // The lengths and the values times the lengths in one block-wide sum.
+        assert!(
+            k.source.contains(
+                "u64 s = carry + (u64)zf_scan_tile2<u64>(ls, dl, &tot, &d, &dtot, flip);"
+            )
+        );
+        assert!(!k.source.contains("zf_scan_tile<"), "{}", k.source);
         // Each run's start goes to the head map, which starts clear, a thread's bits ORed
         // per word; the walk counts runs from it.
         for q in [
@@ -1575,6 +1582,12 @@ mod tests {
         assert!(k.source.contains("zf_q2(e, p, c);"), "{}", k.source);
         assert!(k.source.contains("zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE],"));
         assert!(!k.source.contains("zf_hd0"), "{}", k.source);
+        // Plain `rle` sums only its lengths.
+        assert!(
+            k.source
+                .contains("u64 s = carry + (u64)zf_scan_tile<u32>(ls, &tot, flip);")
+        );
+        assert!(!k.source.contains("zf_scan_tile2<"), "{}", k.source);
         // Other children read value by value behind the same interface.
         let k = generate(&shape_of("delta | zigzag | bitpack", &ints()))
             .unwrap_or_else(|e| panic!("{e}"));

@@ -320,4 +320,51 @@ __device__ __forceinline__ A zf_scan_tile(A x, A* total, u32& flip) {
   *total = __shfl_sync(0xffffffffu, w, ZF_THREADS / 32u - 1u);
   return (warp == 0u ? (A)0 : before) + incl - x;
 }
+
+// Two of a tile's block-wide exclusive sums at once (a run tile under `delta`: the lengths,
+// and the values times the lengths), as zf_scan_tile with one barrier for both: their
+// shuffle chains interleave. Returns the lengths' sum; `*ye` is the other's.
+template <typename A>
+__device__ __forceinline__ u32 zf_scan_tile2(u32 x, A y, u32* xtot, A* ye, A* ytot, u32& flip) {
+  __shared__ u32 wx[2][ZF_THREADS / 32u];
+  __shared__ A wy[2][ZF_THREADS / 32u];
+  const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  u32 ix = x;
+  A iy = y;
+#pragma unroll
+  for (u32 d = 1u; d < 32u; d <<= 1) {
+    const u32 sx = __shfl_up_sync(0xffffffffu, ix, d);
+    const A sy = __shfl_up_sync(0xffffffffu, iy, d);
+    if (lane >= d) {
+      ix += sx;
+      iy += sy;
+    }
+  }
+  u32* const bx = wx[flip];
+  A* const by = wy[flip];
+  flip ^= 1u;
+  if (lane == 31u) {
+    bx[warp] = ix;
+    by[warp] = iy;
+  }
+  __syncthreads();
+  u32 vx = lane < ZF_THREADS / 32u ? bx[lane] : 0u;
+  A vy = lane < ZF_THREADS / 32u ? by[lane] : (A)0;
+#pragma unroll
+  for (u32 d = 1u; d < ZF_THREADS / 32u; d <<= 1) {
+    const u32 sx = __shfl_up_sync(0xffffffffu, vx, d);
+    const A sy = __shfl_up_sync(0xffffffffu, vy, d);
+    if (lane >= d) {
+      vx += sx;
+      vy += sy;
+    }
+  }
+  const u32 src = (warp + 31u) & 31u;
+  const u32 px = __shfl_sync(0xffffffffu, vx, src);
+  const A py = __shfl_sync(0xffffffffu, vy, src);
+  *xtot = __shfl_sync(0xffffffffu, vx, ZF_THREADS / 32u - 1u);
+  *ytot = __shfl_sync(0xffffffffu, vy, ZF_THREADS / 32u - 1u);
+  *ye = (warp == 0u ? (A)0 : py) + iy - y;
+  return (warp == 0u ? 0u : px) + ix - x;
+}
 "#;

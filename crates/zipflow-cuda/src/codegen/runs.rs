@@ -30,7 +30,8 @@ fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> 
 /// lengths, checks them, writes the run starts to `rs` (`ZF_RLE_TILE + 1` entries, the last
 /// one the tile's end) and the values to `rv`, reads the next tile's runs ahead, and ends
 /// with a barrier; `tot` is the tile's length. With `delta` (its accumulator type), each
-/// run's value times its length is summed too, and `rp` holds each run's pair (base, value)
+/// run's value times its length is summed too (in one block-wide sum with the lengths,
+/// `zf_scan_tile2`), and `rp` holds each run's pair (base, value)
 /// instead of `rv`: the base is the value before the run (`dcarry` plus the exclusive sum)
 /// less the value times the run's start less one, so that position q of the run decodes to
 /// base + value * q; `dtot` is the tile's total; and the runs' starts are set in the head map
@@ -78,16 +79,10 @@ fn rle_tiles(
     );
     let (dsum, dput, dend) = match delta {
         Some(a) => (
-            format!(
-                r#"      {a} dl = ({a})0;
-#pragma unroll
-      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) dl += ({a})nv[i] * ({a})nl[i];
-      {a} dtot;
-      {a} d = dcarry + zf_scan_tile<{a}>(dl, &dtot, flip);
-      // The word of the head map whose bits this thread is collecting, and the bits.
+            "      // The word of the head map whose bits this thread is collecting, and the bits.
       u32 hw = 0xffffffffu, hm = 0u;
-"#
-            ),
+"
+            .to_string(),
             format!(
                 "        // The run's base taken back to position 0, and its value: the value at
         // position q of the run is then one multiply-add, and one shared load.
@@ -119,6 +114,20 @@ fn rle_tiles(
             "",
         ),
     };
+    // Under `delta`, the lengths and the values times the lengths are summed together.
+    let scan = match delta {
+        Some(a) => format!(
+            r#"      {a} dl = ({a})0, dtot, d;
+#pragma unroll
+      for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) dl += ({a})nv[i] * ({a})nl[i];
+      u64 s = carry + (u64)zf_scan_tile2<{a}>(ls, dl, &tot, &d, &dtot, flip);
+      d += dcarry;
+"#
+        ),
+        None => "      u64 s = carry + (u64)zf_scan_tile<u32>(ls, &tot, flip);
+"
+        .to_string(),
+    };
     let place = format!(
         r#"      // The lengths add up in 32 bits: a sum that wraps has a run past the chunk's end,
       // found below from the 64-bit starts, and the starts stay at most n.
@@ -126,8 +135,7 @@ fn rle_tiles(
 #pragma unroll
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) ls += nl[i];
       u32 tot;
-      u64 s = carry + (u64)zf_scan_tile<u32>(ls, &tot, flip);
-{dsum}      // A thread's runs are checked once: a zero length among them, and its last run's end
+{scan}{dsum}      // A thread's runs are checked once: a zero length among them, and its last run's end
       // against the chunk's (ends rise within a thread, so no earlier one can pass it).
       bool zero = false;
 #pragma unroll
