@@ -255,6 +255,9 @@ pub enum ArithOp {
     Mul,
     /// `/` (always on floats)
     Div,
+    /// `%`: the remainder of the truncated quotient (of the dividend's sign); on integers and
+    /// decimals NULL when the divisor is 0, on floats as `fmod` (NaN).
+    Mod,
 }
 
 /// Comparison operators.
@@ -620,6 +623,66 @@ pub enum Func {
     RTrim,
     /// `abs(number)`, of the number's type.
     Abs,
+    /// `date_trunc('unit', date)`: the first day of the date's unit.
+    DateTrunc(DateUnit),
+}
+
+/// The units of `date_trunc`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DateUnit {
+    /// The year divided by 1000 (truncated), times 1000, January 1st.
+    Millennium,
+    /// The year divided by 100 (truncated), times 100, January 1st.
+    Century,
+    /// The year divided by 10 (truncated), times 10, January 1st.
+    Decade,
+    /// January 1st.
+    Year,
+    /// The first day of the quarter.
+    Quarter,
+    /// The first day of the month.
+    Month,
+    /// The Monday on or before the date (ISO weeks).
+    Week,
+    /// The date itself.
+    Day,
+}
+
+impl DateUnit {
+    /// The unit `name` names (`date_trunc`'s spellings), if any.
+    pub fn parse(name: &str) -> Option<DateUnit> {
+        Some(match name {
+            "millennium" | "millennia" | "mil" | "mils" => DateUnit::Millennium,
+            "century" | "centuries" | "cent" | "c" => DateUnit::Century,
+            "decade" | "decades" | "dec" => DateUnit::Decade,
+            "year" | "years" | "yr" | "yrs" | "y" => DateUnit::Year,
+            "quarter" | "quarters" => DateUnit::Quarter,
+            "month" | "months" | "mon" | "mons" => DateUnit::Month,
+            "week" | "weeks" | "w" => DateUnit::Week,
+            "day" | "days" | "d" => DateUnit::Day,
+            _ => return None,
+        })
+    }
+
+    /// The first day of `d`'s unit (days since 1970-01-01).
+    pub fn trunc(self, d: i32) -> Result<i32> {
+        let (y, m, _) = civil_from_days(i64::from(d));
+        let first = |y: i64, m: u32| {
+            i32::try_from(days_from_civil(y, m, 1))
+                .map_err(|_| Error::invalid("date_trunc out of the date range"))
+        };
+        match self {
+            DateUnit::Millennium => first(y / 1000 * 1000, 1),
+            DateUnit::Century => first(y / 100 * 100, 1),
+            DateUnit::Decade => first(y / 10 * 10, 1),
+            DateUnit::Year => first(y, 1),
+            DateUnit::Quarter => first(y, (m - 1) / 3 * 3 + 1),
+            DateUnit::Month => first(y, m),
+            // 1970-01-01 was a Thursday, so Monday is day 4 of the week counted from it.
+            DateUnit::Week => Ok(d - (d - 4).rem_euclid(7)),
+            DateUnit::Day => Ok(d),
+        }
+    }
 }
 
 impl Func {
@@ -641,6 +704,7 @@ impl Func {
             Func::LTrim => "ltrim",
             Func::RTrim => "rtrim",
             Func::Abs => "abs",
+            Func::DateTrunc(_) => "date_trunc",
         }
     }
 
@@ -714,6 +778,10 @@ impl Func {
                 Some(Value::Float(v)) => Value::Float(v.abs()),
                 _ => return Err(bad()),
             },
+            Func::DateTrunc(unit) => match args.first() {
+                Some(Value::Date(d)) => Value::Date(unit.trunc(*d)?),
+                _ => return Err(bad()),
+            },
         })
     }
 
@@ -728,6 +796,7 @@ impl Func {
             | Func::LTrim
             | Func::RTrim => SqlType::Str,
             Func::Abs => first,
+            Func::DateTrunc(_) => SqlType::Date,
             _ => SqlType::Int,
         }
     }
@@ -773,6 +842,7 @@ pub fn eval(e: &Expr, row: &dyn Row) -> Result<Value> {
                     ArithOp::Sub => x - y,
                     ArithOp::Mul => x * y,
                     ArithOp::Div => x / y,
+                    ArithOp::Mod => x % y,
                 })
             } else {
                 let (x, y) = (integral(&a).unwrap_or(0), integral(&b).unwrap_or(0));
@@ -780,6 +850,8 @@ pub fn eval(e: &Expr, row: &dyn Row) -> Result<Value> {
                     ArithOp::Add => x.checked_add(y),
                     ArithOp::Sub => x.checked_sub(y),
                     ArithOp::Mul => x.checked_mul(y),
+                    ArithOp::Mod if y == 0 => return Ok(Value::Null),
+                    ArithOp::Mod => x.checked_rem(y),
                     ArithOp::Div => return Err(Error::invalid("integer division in the IR")),
                 };
                 make_integral(z.ok_or_else(overflow)?, *ty)?
@@ -954,6 +1026,61 @@ mod tests {
         );
         assert_eq!(ap(Func::Abs, &[Value::Float(-0.5)]), Value::Float(0.5));
         assert!(Func::Abs.apply(&[Value::Int(i64::MIN)]).is_err());
+        // date_trunc, as DuckDB has it (weeks from Monday, decades and centuries by the
+        // truncated year).
+        let tr = |u: &str, s: &str| {
+            let unit = DateUnit::parse(u).unwrap_or_else(|| panic!("{u}"));
+            ap(Func::DateTrunc(unit), &[d(s)])
+        };
+        assert_eq!(tr("month", "1994-05-17"), d("1994-05-01"));
+        assert_eq!(tr("quarter", "1994-05-17"), d("1994-04-01"));
+        assert_eq!(tr("quarter", "1994-12-31"), d("1994-10-01"));
+        assert_eq!(tr("year", "1994-05-17"), d("1994-01-01"));
+        assert_eq!(tr("day", "1994-05-17"), d("1994-05-17"));
+        assert_eq!(tr("week", "1994-05-19"), d("1994-05-16"));
+        assert_eq!(tr("week", "1994-05-16"), d("1994-05-16"));
+        assert_eq!(tr("week", "1970-01-01"), d("1969-12-29"));
+        assert_eq!(tr("decade", "1999-12-31"), d("1990-01-01"));
+        assert_eq!(tr("century", "2000-05-05"), d("2000-01-01"));
+        assert_eq!(tr("century", "2001-05-05"), d("2000-01-01"));
+        assert_eq!(tr("millennium", "2001-01-01"), d("2000-01-01"));
+        assert!(DateUnit::parse("hour").is_none());
+    }
+
+    #[test]
+    fn remainders_take_the_dividends_sign() {
+        let m = |a: Value, b: Value, ty: SqlType| {
+            let e = Expr::Arith {
+                op: ArithOp::Mod,
+                l: Box::new(Expr::Lit(a, ty)),
+                r: Box::new(Expr::Lit(b, ty)),
+                ty,
+            };
+            eval(&e, &NoRow).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let int = |a: i64, b: i64| m(Value::Int(a), Value::Int(b), SqlType::Int);
+        assert_eq!(int(7, 3), Value::Int(1));
+        assert_eq!(int(-7, 3), Value::Int(-1));
+        assert_eq!(int(7, -3), Value::Int(1));
+        assert_eq!(int(i64::MIN, -1), Value::Int(0));
+        assert_eq!(int(7, 0), Value::Null);
+        // 7.5 % 2.0 and 7.25 % 0.50, at a common scale.
+        let dec = SqlType::Decimal(2);
+        assert_eq!(
+            m(Value::Decimal(750, 2), Value::Decimal(200, 2), dec),
+            Value::Decimal(150, 2)
+        );
+        assert_eq!(
+            m(Value::Decimal(725, 2), Value::Decimal(50, 2), dec),
+            Value::Decimal(25, 2)
+        );
+        assert_eq!(
+            m(Value::Decimal(725, 2), Value::Decimal(0, 2), dec),
+            Value::Null
+        );
+        let fl = |a: f64, b: f64| m(Value::Float(a), Value::Float(b), SqlType::Float);
+        assert_eq!(fl(-7.5, 2.0), Value::Float(-1.5));
+        assert!(matches!(fl(5.0, 0.0), Value::Float(x) if x.is_nan()));
     }
 
     #[test]

@@ -21,6 +21,26 @@ pub enum AggFunc {
     Max,
     /// `avg(x)`: a float, from the exact sum.
     Avg,
+    /// `var_samp(x)` (`variance`): the sample variance, a float; NULL below two values.
+    VarSamp,
+    /// `var_pop(x)`: the population variance, a float.
+    VarPop,
+    /// `stddev_samp(x)` (`stddev`): the sample standard deviation, a float; NULL below two
+    /// values.
+    StddevSamp,
+    /// `stddev_pop(x)`: the population standard deviation, a float.
+    StddevPop,
+}
+
+impl AggFunc {
+    /// Whether the function is one of the variances or standard deviations (which share
+    /// their running mean and sum of squared deviations).
+    pub fn is_moment(self) -> bool {
+        matches!(
+            self,
+            AggFunc::VarSamp | AggFunc::VarPop | AggFunc::StddevSamp | AggFunc::StddevPop
+        )
+    }
 }
 
 /// One aggregate of a query.

@@ -48,8 +48,38 @@ struct Acc {
     sum_f: f64,
     min: Option<Value>,
     max: Option<Value>,
+    /// The numeric values' running mean and sum of squared deviations from it (Welford's
+    /// update, merged by Chan's rule), in the argument's scaled units: the variances.
+    mean: f64,
+    m2: f64,
     /// A DISTINCT aggregate's values so far (the rest stays empty until its result).
     distinct: Option<HashMap<KeyPart, Value>>,
+}
+
+/// Welford's update of a running (count, mean, sum of squared deviations) by `x`, the count
+/// already including it.
+#[inline]
+fn welford(n: i64, mean: &mut f64, m2: &mut f64, x: f64) {
+    let d = x - *mean;
+    *mean += d / n as f64;
+    *m2 += d * (x - *mean);
+}
+
+/// Chan's rule: the (mean, sum of squared deviations) of `na` values `a` and `nb` values `b`
+/// together.
+fn chan(na: i64, a: (f64, f64), nb: i64, b: (f64, f64)) -> (f64, f64) {
+    if na == 0 {
+        return b;
+    }
+    if nb == 0 {
+        return a;
+    }
+    let n = (na + nb) as f64;
+    let d = b.0 - a.0;
+    (
+        a.0 + d * (nb as f64 / n),
+        a.1 + b.1 + d * d * (na as f64 * nb as f64 / n),
+    )
 }
 
 impl Acc {
@@ -68,13 +98,26 @@ impl Acc {
             return;
         }
         self.count += 1;
-        match v {
-            Value::Int(x) => self.sum_i += i128::from(*x),
-            Value::Decimal(x, _) => self.sum_i += *x,
-            Value::Bool(b) => self.sum_i += i128::from(*b),
-            Value::Float(x) => self.sum_f += *x,
-            _ => {}
-        }
+        let x = match v {
+            Value::Int(x) => {
+                self.sum_i += i128::from(*x);
+                *x as f64
+            }
+            Value::Decimal(x, _) => {
+                self.sum_i += *x;
+                *x as f64
+            }
+            Value::Bool(b) => {
+                self.sum_i += i128::from(*b);
+                f64::from(u8::from(*b))
+            }
+            Value::Float(x) => {
+                self.sum_f += *x;
+                *x
+            }
+            _ => f64::NAN,
+        };
+        welford(self.count, &mut self.mean, &mut self.m2, x);
         if self.min.as_ref().is_none_or(|m| v.sort_cmp(m).is_lt()) {
             self.min = Some(v.clone());
         }
@@ -90,6 +133,7 @@ impl Acc {
                 mine.entry(k.clone()).or_insert_with(|| v.clone());
             }
         }
+        (self.mean, self.m2) = chan(self.count, (self.mean, self.m2), o.count, (o.mean, o.m2));
         self.count += o.count;
         self.sum_i += o.sum_i;
         self.sum_f += o.sum_f;
@@ -127,6 +171,20 @@ impl Acc {
             },
             AggFunc::Min => self.min.clone().unwrap_or(Value::Null),
             AggFunc::Max => self.max.clone().unwrap_or(Value::Null),
+            AggFunc::VarSamp | AggFunc::VarPop | AggFunc::StddevSamp | AggFunc::StddevPop => {
+                let sample = matches!(func, AggFunc::VarSamp | AggFunc::StddevSamp);
+                let d = self.count - i64::from(sample);
+                if d <= 0 {
+                    return Value::Null;
+                }
+                // The values were taken in their scaled units (decimals as integers).
+                let unit = pow10(arg_ty.map_or(0, SqlType::scale)) as f64;
+                let var = self.m2 / d as f64 / (unit * unit);
+                Value::Float(match func {
+                    AggFunc::VarSamp | AggFunc::VarPop => var,
+                    _ => var.sqrt(),
+                })
+            }
         }
     }
 }
@@ -656,6 +714,10 @@ fn fast_expr(e: &Expr) -> bool {
     match e {
         Expr::Column { ty, .. } => *ty != SqlType::Str,
         Expr::Lit(v, ty) => !matches!(v, Value::Null) && *ty != SqlType::Str,
+        // `%` may be NULL (a divisor of 0): row by row.
+        Expr::Arith {
+            op: ArithOp::Mod, ..
+        } => false,
         Expr::Arith { l, r, .. } | Expr::Cmp { l, r, .. } => fast_expr(l) && fast_expr(r),
         Expr::Neg(x, _) | Expr::Not(x) => fast_expr(x),
         Expr::And(v) | Expr::Or(v) => v.iter().all(fast_expr),
@@ -704,7 +766,7 @@ fn interval(e: &Expr, stats: &dyn Fn(usize) -> Option<(i128, i128)>) -> Option<(
                     let p = [a * c, a * d, b * c, b * d];
                     (*p.iter().min()?, *p.iter().max()?)
                 }
-                ArithOp::Div => return None,
+                ArithOp::Div | ArithOp::Mod => return None,
             }
         }
         Expr::Neg(x, ty) if *ty != SqlType::Float => {
@@ -974,7 +1036,10 @@ impl FastPlan {
                 q.aggregates[..i]
                     .iter()
                     .position(|b| {
-                        b.arg == a.arg && (b.func == a.func || sum_like(a.func) && sum_like(b.func))
+                        b.arg == a.arg
+                            && (b.func == a.func
+                                || sum_like(a.func) && sum_like(b.func)
+                                || a.func.is_moment() && b.func.is_moment())
                     })
                     .unwrap_or(i)
             })
@@ -1145,7 +1210,7 @@ impl FastPlan {
                 let v = ev.eval(e)?;
                 match &v {
                     Block::Ints(x) => d.add_ints(a.func, x, &sel_g, uniform, gids.is_none()),
-                    Block::Floats(x) => d.add_floats(a.func, x, &sel_g),
+                    Block::Floats(x) => d.add_floats(a.func, x, &sel_g, uniform),
                 }
                 ev.give(v);
             }
@@ -1348,6 +1413,11 @@ struct DenseAcc {
     max_f: Vec<f64>,
     /// Float slots that have a min/max yet.
     has_f: Vec<bool>,
+    /// Values, running mean and sum of squared deviations per slot (the variances, in row
+    /// order as on the reference path, so that results match it bit for bit).
+    wn: Vec<i64>,
+    mean: Vec<f64>,
+    m2: Vec<f64>,
 }
 
 impl DenseAcc {
@@ -1363,6 +1433,27 @@ impl DenseAcc {
             min_f: vec![0.0; n],
             max_f: vec![0.0; n],
             has_f: vec![false; n],
+            wn: vec![0; n],
+            mean: vec![0.0; n],
+            m2: vec![0.0; n],
+        }
+    }
+
+    /// Adds values to the running variances of their slots, in row order.
+    fn add_moments(&mut self, x: impl Iterator<Item = f64>, slots: &[u32], uniform: bool) {
+        if uniform {
+            let (mut n, mut mean, mut m2) = (self.wn[0], self.mean[0], self.m2[0]);
+            for v in x {
+                n += 1;
+                welford(n, &mut mean, &mut m2, v);
+            }
+            (self.wn[0], self.mean[0], self.m2[0]) = (n, mean, m2);
+            return;
+        }
+        for (v, &s) in x.zip(slots) {
+            let s = s as usize;
+            self.wn[s] += 1;
+            welford(self.wn[s], &mut self.mean[s], &mut self.m2[s], v);
         }
     }
 
@@ -1414,12 +1505,19 @@ impl DenseAcc {
                     *m = (*m).max(v);
                 }
             }
+            AggFunc::VarSamp | AggFunc::VarPop | AggFunc::StddevSamp | AggFunc::StddevPop => {
+                self.add_moments(x.iter().map(|&v| v as f64), slots, uniform);
+            }
             AggFunc::Count | AggFunc::CountStar => {}
         }
     }
 
     /// Adds a block of floats in row order (so sums match the reference bit for bit).
-    fn add_floats(&mut self, func: AggFunc, x: &[f64], slots: &[u32]) {
+    fn add_floats(&mut self, func: AggFunc, x: &[f64], slots: &[u32], uniform: bool) {
+        if func.is_moment() {
+            self.add_moments(x.iter().copied(), slots, uniform);
+            return;
+        }
         for (&v, &s) in x.iter().zip(slots) {
             let s = s as usize;
             match func {
@@ -1438,6 +1536,7 @@ impl DenseAcc {
                     self.has_f[s] = true;
                 }
                 AggFunc::Count | AggFunc::CountStar => {}
+                _ => {}
             }
         }
     }
@@ -1462,6 +1561,8 @@ impl DenseAcc {
             sum_f: self.sum_f[s],
             min,
             max,
+            mean: self.mean[s],
+            m2: self.m2[s],
             distinct: None,
         }
     }
@@ -1509,7 +1610,7 @@ mod kernels {
                 .iter_mut()
                 .zip(v)
                 .for_each(|(x, &y)| *x = x.wrapping_mul(y)),
-            (ArithOp::Div, Operand::Scalar(_)) => {}
+            (ArithOp::Div | ArithOp::Mod, Operand::Scalar(_)) => {}
         }
     }
 
@@ -1634,6 +1735,7 @@ impl BlockEval<'_, '_> {
                         ArithOp::Sub => x - y,
                         ArithOp::Mul => x * y,
                         ArithOp::Div => x / y,
+                        ArithOp::Mod => x % y,
                     })
                     .collect()
             }
@@ -1684,8 +1786,8 @@ impl BlockEval<'_, '_> {
                 out
             }
             Expr::Arith { op, l, r, .. } => {
-                if *op == ArithOp::Div {
-                    return Err(Error::invalid("integer division in the IR"));
+                if matches!(op, ArithOp::Div | ArithOp::Mod) {
+                    return Err(Error::invalid("integer division in the block evaluator"));
                 }
                 // A literal operand stays a scalar.
                 let lit = |e: &Expr| match e {

@@ -7,10 +7,12 @@
 use sqlparser::ast::{self, BinaryOperator, DataType, FunctionArg, FunctionArgExpr, SelectItem};
 use sqlparser::dialect::DuckDbDialect;
 use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Token, Tokenizer};
 use zipflow_core::{Error, Result};
 
 use crate::expr::{
-    ArithOp, CmpOp, Expr, Func, MAX_SCALE, SqlType, Value, add_months, cast_value, fold, parse_date,
+    ArithOp, CmpOp, DateUnit, Expr, Func, MAX_SCALE, SqlType, Value, add_months, cast_value, fold,
+    parse_date,
 };
 use crate::query::{AggFunc, Aggregate, OutputColumn, Query};
 
@@ -116,8 +118,26 @@ pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
         Some(e) => Some(bool_expr(b.bind(e)?, "WHERE")?),
         None => None,
     };
+    let group_all = matches!(select.group_by, ast::GroupByExpr::All(_));
     let mut group_asts = match &select.group_by {
-        ast::GroupByExpr::All(_) => return Err(unsupported("GROUP BY ALL")),
+        // GROUP BY ALL: every select item without an aggregate.
+        ast::GroupByExpr::All(mods) => {
+            if !mods.is_empty() {
+                return Err(unsupported("GROUP BY modifiers (ROLLUP, CUBE, ...)"));
+            }
+            let mut keys = Vec::new();
+            for p in &select.projection {
+                match p {
+                    SelectItem::UnnamedExpr(x) | SelectItem::ExprWithAlias { expr: x, .. } => {
+                        if !has_aggregate(p) {
+                            keys.push(x.clone());
+                        }
+                    }
+                    _ => return Err(unsupported("GROUP BY ALL with SELECT * (name the columns)")),
+                }
+            }
+            keys
+        }
         ast::GroupByExpr::Expressions(v, mods) => {
             if !mods.is_empty() {
                 return Err(unsupported("GROUP BY modifiers (ROLLUP, CUBE, ...)"));
@@ -168,6 +188,9 @@ pub fn plan(sql: &str, columns: &[(String, SqlType)]) -> Result<Query> {
         };
         // A key is a column or an expression of the row (row by row when not a column).
         let e = b.bind(&g)?;
+        if e.is_constant() && group_all {
+            continue;
+        }
         if e.is_constant() {
             return Err(Error::invalid(format!("GROUP BY a constant (`{g}`)")));
         }
@@ -372,6 +395,10 @@ fn aggregate_name(name: &str) -> Option<&'static str> {
         "min" => Some("min"),
         "max" => Some("max"),
         "avg" | "mean" => Some("avg"),
+        "stddev" | "stddev_samp" => Some("stddev_samp"),
+        "stddev_pop" => Some("stddev_pop"),
+        "variance" | "var_samp" => Some("var_samp"),
+        "var_pop" => Some("var_pop"),
         _ => None,
     }
 }
@@ -381,10 +408,22 @@ fn has_aggregate(item: &SelectItem) -> bool {
         SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
         _ => return false,
     };
-    let text = e.to_string().to_lowercase();
-    ["sum(", "count(", "min(", "max(", "avg(", "mean("]
-        .iter()
-        .any(|f| text.contains(f))
+    // A call of an aggregate by name: an unquoted word that names one, then `(` (tokens, so
+    // that string literals and longer names do not count).
+    let text = e.to_string();
+    let Ok(tokens) = Tokenizer::new(&DuckDbDialect {}, &text).tokenize() else {
+        return false;
+    };
+    let mut named = false;
+    for t in tokens {
+        match t {
+            Token::Whitespace(_) => {}
+            Token::LParen if named => return true,
+            Token::Word(w) => named = w.quote_style.is_none() && aggregate_name(&w.value).is_some(),
+            _ => named = false,
+        }
+    }
+    false
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -821,11 +860,18 @@ impl Binder<'_> {
                 };
                 (AggFunc::Sum, ty)
             }
-            ("avg", Some(a)) => {
+            ("avg" | "stddev_samp" | "stddev_pop" | "var_samp" | "var_pop", Some(a)) => {
                 if !a.ty().is_numeric() {
-                    return Err(Error::invalid(format!("avg of {}", a.ty())));
+                    return Err(Error::invalid(format!("{func} of {}", a.ty())));
                 }
-                (AggFunc::Avg, SqlType::Float)
+                let f = match func {
+                    "avg" => AggFunc::Avg,
+                    "stddev_samp" => AggFunc::StddevSamp,
+                    "stddev_pop" => AggFunc::StddevPop,
+                    "var_samp" => AggFunc::VarSamp,
+                    _ => AggFunc::VarPop,
+                };
+                (f, SqlType::Float)
             }
             ("min", Some(a)) => (AggFunc::Min, a.ty()),
             (_, Some(a)) => (AggFunc::Max, a.ty()),
@@ -848,7 +894,7 @@ impl Binder<'_> {
 
     /// A call of a scalar function by name: `upper`, `lower`, `length` (`char_length`),
     /// `substring` (`substr`), `year`, `month`, `day`, `quarter`, `dayofweek`, `dayofyear`,
-    /// and `date_part('field', date)`.
+    /// `date_part('field', date)` and `date_trunc('unit', date)`.
     fn scalar_call(&mut self, name: &str, f: &ast::Function) -> Result<Expr> {
         let lower = name.to_ascii_lowercase();
         // `None`: date_part, whose function its first argument names.
@@ -863,7 +909,7 @@ impl Binder<'_> {
             "quarter" => Some(Func::Quarter),
             "dayofweek" | "dow" => Some(Func::DayOfWeek),
             "dayofyear" | "doy" => Some(Func::DayOfYear),
-            "date_part" | "datepart" => None,
+            "date_part" | "datepart" | "date_trunc" | "datetrunc" => None,
             "trim" => Some(Func::Trim),
             "ltrim" => Some(Func::LTrim),
             "rtrim" => Some(Func::RTrim),
@@ -893,18 +939,23 @@ impl Binder<'_> {
         if let Some(func) = func {
             return scalar(func, args);
         }
-        // date_part('field', date): the field a string literal.
+        // date_part('field', date) and date_trunc('unit', date): the field a string literal.
         let field = match args.first() {
             Some(e) if e.is_constant() && e.ty() == SqlType::Str => match fold(e)? {
                 Expr::Lit(Value::Str(s), _) => s.to_ascii_lowercase(),
                 _ => String::new(),
             },
             _ => {
-                return Err(unsupported(
-                    "date_part with a field that is not a string literal",
-                ));
+                return Err(unsupported(format!(
+                    "{lower} with a first argument that is not a string literal"
+                )));
             }
         };
+        if lower.contains("trunc") {
+            let unit = DateUnit::parse(&field)
+                .ok_or_else(|| unsupported(format!("date_trunc('{field}')")))?;
+            return scalar(Func::DateTrunc(unit), args.split_off(1));
+        }
         let func = match field.as_str() {
             "year" | "years" => Func::Year,
             "month" | "months" => Func::Month,
@@ -948,6 +999,7 @@ impl Binder<'_> {
             BinaryOperator::Minus => arith(ArithOp::Sub, l, r),
             BinaryOperator::Multiply => arith(ArithOp::Mul, l, r),
             BinaryOperator::Divide => arith(ArithOp::Div, l, r),
+            BinaryOperator::Modulo => arith(ArithOp::Mod, l, r),
             other => Err(unsupported(format!("operator {other}"))),
         }
     }

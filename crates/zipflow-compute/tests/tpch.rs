@@ -688,3 +688,178 @@ fn hipatch_columns_agree_with_the_reference() {
     ];
     fast_equals_reference(&path, &queries);
 }
+
+/// Variances and standard deviations against a two-pass computation over the Arrow arrays
+/// (and the fast path bit for bit against the reference path), `%` and `date_trunc` against
+/// the Arrow data and other functions, and GROUP BY ALL against GROUP BY positions.
+#[test]
+fn moments_remainders_date_trunc_and_group_by_all() {
+    use arrow::datatypes::Int32Type;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let batches = lineitem(0.005);
+    let path = write(&batches, dir.path());
+    let float = |v: &Value| match v {
+        Value::Float(x) => *x,
+        other => panic!("not a float: {other:?}"),
+    };
+    // (n, mean, sum of squared deviations) of each value list, two passes.
+    let moments = |xs: &[f64]| {
+        let n = xs.len() as f64;
+        let mean = xs.iter().sum::<f64>() / n;
+        (n, xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>())
+    };
+    let close = |got: f64, want: f64, what: &str| {
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs().max(1e-12),
+            "{what}: {got} against {want}"
+        );
+    };
+    // Per return flag: quantities and prices as numbers, line numbers.
+    let mut qty: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut price: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut line: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut mod3: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut price_mod7 = 0i128;
+    for b in &batches {
+        let flags = strs(b, "l_returnflag");
+        let (q, p) = (dec(b, "l_quantity"), dec(b, "l_extendedprice"));
+        let ln = col(b, "l_linenumber").as_primitive::<Int32Type>().values();
+        for i in 0..b.num_rows() {
+            let f = flags[i].clone();
+            qty.entry(f.clone()).or_default().push(q[i] as f64 / 100.0);
+            price
+                .entry(f.clone())
+                .or_default()
+                .push(p[i] as f64 / 100.0);
+            line.entry(f).or_default().push(f64::from(ln[i]));
+            *mod3.entry(ln[i] % 3).or_default() += 1;
+            price_mod7 += p[i] % 700;
+        }
+    }
+    let q = format!(
+        "SELECT l_returnflag, var_samp(l_quantity), var_pop(l_quantity), \
+         stddev(l_extendedprice), stddev_pop(l_linenumber), variance(l_linenumber) \
+         FROM '{path}' GROUP BY 1 ORDER BY 1"
+    );
+    let rows = run(&path, &q, 2, false);
+    assert_eq!(rows.len(), qty.len());
+    for (r, (flag, qs)) in rows.iter().zip(&qty) {
+        assert_eq!(r[0], Value::Str(flag.as_str().into()));
+        let (n, m2) = moments(qs);
+        close(float(&r[1]), m2 / (n - 1.0), "var_samp");
+        close(float(&r[2]), m2 / n, "var_pop");
+        let (n, m2) = moments(&price[flag]);
+        close(float(&r[3]), (m2 / (n - 1.0)).sqrt(), "stddev");
+        let (n, m2) = moments(&line[flag]);
+        close(float(&r[4]), (m2 / n).sqrt(), "stddev_pop");
+        close(float(&r[5]), m2 / (n - 1.0), "variance");
+    }
+    // The fast path (one slot, kept and discarded rows, few rows gathered, groups, a float
+    // argument) equals the reference path bit for bit.
+    let queries = [
+        q,
+        format!("SELECT stddev(l_extendedprice), var_pop(l_tax), count(*) FROM '{path}'"),
+        format!("SELECT var_samp(l_extendedprice) FROM '{path}' WHERE l_quantity < 10"),
+        format!("SELECT stddev_pop(l_discount) FROM '{path}' WHERE l_quantity < 2"),
+        format!(
+            "SELECT l_linestatus, stddev(l_extendedprice / 3) FROM '{path}' GROUP BY 1 ORDER BY 1"
+        ),
+    ];
+    fast_equals_reference(&path, &queries);
+    // A single value: no sample variance, a population variance of 0.
+    let one = run(
+        &path,
+        &format!(
+            "SELECT var_samp(l_quantity), var_pop(l_quantity) FROM '{path}' WHERE l_orderkey = 1 AND l_linenumber = 1"
+        ),
+        1,
+        false,
+    );
+    assert_eq!(one, vec![vec![Value::Null, Value::Float(0.0)]]);
+
+    // `%`: remainders of the dividend's sign, decimals at a common scale, NULL by 0.
+    let by_mod = run(
+        &path,
+        &format!("SELECT l_linenumber % 3, count(*) FROM '{path}' GROUP BY 1 ORDER BY 1"),
+        2,
+        false,
+    );
+    let expected: Vec<Vec<Value>> = mod3
+        .iter()
+        .map(|(m, n)| vec![Value::Int(i64::from(*m)), Value::Int(*n)])
+        .collect();
+    assert_eq!(by_mod, expected);
+    let sums = run(
+        &path,
+        &format!(
+            "SELECT sum(l_extendedprice % 7), count(l_quantity % 0), sum(l_quantity % 0) FROM '{path}'"
+        ),
+        2,
+        false,
+    );
+    assert_eq!(
+        sums,
+        vec![vec![
+            Value::Decimal(price_mod7, 2),
+            Value::Int(0),
+            Value::Null
+        ]]
+    );
+
+    // date_trunc: months against year and month, weeks start on Monday.
+    let months = run(
+        &path,
+        &format!(
+            "SELECT date_trunc('month', l_shipdate) AS m, count(*) FROM '{path}' GROUP BY m ORDER BY m"
+        ),
+        2,
+        false,
+    );
+    let ym = run(
+        &path,
+        &format!(
+            "SELECT year(l_shipdate), month(l_shipdate), count(*) FROM '{path}' GROUP BY 1, 2 ORDER BY 1, 2"
+        ),
+        2,
+        false,
+    );
+    let expected: Vec<Vec<Value>> = ym
+        .iter()
+        .map(|r| match r.as_slice() {
+            [Value::Int(y), Value::Int(m), n] => vec![
+                Value::Date(
+                    parse_date(&format!("{y:04}-{m:02}-01")).unwrap_or_else(|e| panic!("{e}")),
+                ),
+                n.clone(),
+            ],
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(months, expected);
+    let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let weeks = run(
+        &path,
+        &format!(
+            "SELECT count(*) FROM '{path}' WHERE dayofweek(date_trunc('week', l_shipdate)) = 1 \
+             AND l_shipdate - date_trunc('week', l_shipdate) BETWEEN 0 AND 6"
+        ),
+        2,
+        false,
+    );
+    assert_eq!(weeks, vec![vec![Value::Int(total as i64)]]);
+
+    // GROUP BY ALL groups by the select items without aggregates.
+    let all = |g: &str| {
+        run(
+            &path,
+            &format!(
+                "SELECT l_returnflag, l_linestatus, sum(l_quantity), count(*) FROM '{path}' \
+                 GROUP BY {g} ORDER BY 1, 2"
+            ),
+            2,
+            false,
+        )
+    };
+    assert_eq!(all("ALL"), all("1, 2"));
+    assert_eq!(all("ALL").len(), 4);
+}

@@ -10,12 +10,14 @@ use zipflow_compute::{Format, ScanOptions, Table, sql};
 pub struct Args {
     /// The query, e.g. "SELECT l_returnflag, sum(l_quantity) FROM 'lineitem.zf' GROUP BY 1".
     /// One table (the .zf file named in FROM); filters (comparisons, BETWEEN, IN, LIKE, NOT LIKE
-    /// and ILIKE with `%`, `_` and an optional ESCAPE, IS NULL, AND / OR / NOT, arithmetic,
-    /// CASE, CAST, DATE literals and intervals), scalar functions (EXTRACT of YEAR, MONTH,
-    /// DAY, QUARTER, DOW or DOY and the functions of those names, date_part, upper, lower,
-    /// length, substring, trim, ltrim, rtrim, `||`, abs, coalesce), aggregates (sum, count, min, max, avg, each also over DISTINCT
-    /// values), GROUP BY (columns or expressions, by name, alias or position), SELECT
-    /// DISTINCT (columns), HAVING, ORDER BY, LIMIT.
+    /// and ILIKE with `%`, `_` and an optional ESCAPE, IS NULL, AND / OR / NOT, arithmetic
+    /// with `+ - * / %`, CASE, CAST, DATE literals and intervals), scalar functions (EXTRACT
+    /// of YEAR, MONTH, DAY, QUARTER, DOW or DOY and the functions of those names, date_part,
+    /// date_trunc, upper, lower, length, substring, trim, ltrim, rtrim, `||`, abs, coalesce),
+    /// aggregates (sum, count, min, max, avg, stddev / stddev_samp, stddev_pop, variance /
+    /// var_samp, var_pop, each also over DISTINCT values), GROUP BY (columns or expressions,
+    /// by name, alias or position, or ALL), SELECT DISTINCT (columns), HAVING, ORDER BY,
+    /// LIMIT.
     pub query: String,
     /// Output format: table, csv or json.
     #[arg(long, default_value = "table")]
