@@ -585,12 +585,17 @@ pub fn cast_value(v: &Value, from: SqlType, to: SqlType) -> Result<Value> {
         },
         (_, SqlType::Str) => Ok(Value::Str(v.to_string())),
         (SqlType::Date, SqlType::Int) => Ok(Value::Int(integral(v).unwrap_or(0) as i64)),
+        // Days since 1970-01-01 (date + integer adds days).
+        (SqlType::Int, SqlType::Date) => Ok(Value::Date(
+            i32::try_from(integral(v).unwrap_or(0))
+                .map_err(|_| Error::invalid("date arithmetic out of range"))?,
+        )),
         _ => Err(Error::unsupported(format!("cast from {from} to {to}"))),
     }
 }
 
 /// Scalar functions (row by row, on the reference path).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Func {
     /// `EXTRACT(YEAR FROM date)`, `year(date)`.
     Year,
@@ -628,7 +633,7 @@ pub enum Func {
 }
 
 /// The units of `date_trunc`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DateUnit {
     /// The year divided by 1000 (truncated), times 1000, January 1st.
     Millennium,
@@ -720,25 +725,11 @@ impl Func {
             _ => Err(bad()),
         };
         Ok(match self {
-            Func::Year
-            | Func::Month
-            | Func::Day
-            | Func::Quarter
-            | Func::DayOfWeek
-            | Func::DayOfYear => {
+            f if f.of_date() => {
                 let Some(Value::Date(d)) = args.first() else {
                     return Err(bad());
                 };
-                let (y, m, dd) = civil_from_days(i64::from(*d));
-                Value::Int(match self {
-                    Func::Year => y,
-                    Func::Month => i64::from(m),
-                    Func::Day => i64::from(dd),
-                    Func::Quarter => i64::from((m - 1) / 3 + 1),
-                    // 1970-01-01 was a Thursday.
-                    Func::DayOfWeek => (i64::from(*d) + 4).rem_euclid(7),
-                    _ => i64::from(*d) - days_from_civil(y, 1, 1) + 1,
-                })
+                make_integral(i128::from(self.on_date(*d)?), self.ty(SqlType::Date))?
             }
             Func::Upper => Value::Str(text()?.to_uppercase()),
             Func::Lower => Value::Str(text()?.to_lowercase()),
@@ -778,10 +769,43 @@ impl Func {
                 Some(Value::Float(v)) => Value::Float(v.abs()),
                 _ => return Err(bad()),
             },
-            Func::DateTrunc(unit) => match args.first() {
-                Some(Value::Date(d)) => Value::Date(unit.trunc(*d)?),
-                _ => return Err(bad()),
-            },
+            _ => return Err(bad()),
+        })
+    }
+
+    /// Whether the function takes one date (`year` .. `dayofyear`, `date_trunc`).
+    pub fn of_date(self) -> bool {
+        matches!(
+            self,
+            Func::Year
+                | Func::Month
+                | Func::Day
+                | Func::Quarter
+                | Func::DayOfWeek
+                | Func::DayOfYear
+                | Func::DateTrunc(_)
+        )
+    }
+
+    /// The result of a date function ([`Func::of_date`]) on date `d`, as its integer
+    /// payload (days for `date_trunc`).
+    pub fn on_date(self, d: i32) -> Result<i64> {
+        let (y, m, dd) = civil_from_days(i64::from(d));
+        Ok(match self {
+            Func::Year => y,
+            Func::Month => i64::from(m),
+            Func::Day => i64::from(dd),
+            Func::Quarter => i64::from((m - 1) / 3 + 1),
+            // 1970-01-01 was a Thursday.
+            Func::DayOfWeek => (i64::from(d) + 4).rem_euclid(7),
+            Func::DayOfYear => i64::from(d) - days_from_civil(y, 1, 1) + 1,
+            Func::DateTrunc(unit) => i64::from(unit.trunc(d)?),
+            other => {
+                return Err(Error::invalid(format!(
+                    "{} is not a function of a date",
+                    other.name()
+                )));
+            }
         })
     }
 

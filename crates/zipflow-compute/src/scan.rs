@@ -27,7 +27,7 @@ use crate::column::{
     BLOCK, Block, ChunkColumn, PackedRange, Predicate, StrView, bits_to_mask, ints_to_i64,
 };
 use crate::expr::{
-    self, ArithOp, CmpOp, Expr, Row, SqlType, Value, div_round, make_integral, pow10,
+    self, ArithOp, CmpOp, Expr, Func, Row, SqlType, Value, div_round, make_integral, pow10,
 };
 use crate::query::{AggFunc, Query, QueryResult};
 
@@ -714,10 +714,18 @@ fn fast_expr(e: &Expr) -> bool {
     match e {
         Expr::Column { ty, .. } => *ty != SqlType::Str,
         Expr::Lit(v, ty) => !matches!(v, Value::Null) && *ty != SqlType::Str,
-        // `%` may be NULL (a divisor of 0): row by row.
+        // An integral `%` is NULL by a divisor of 0: only a nonzero literal divisor here.
         Expr::Arith {
-            op: ArithOp::Mod, ..
-        } => false,
+            op: ArithOp::Mod,
+            l,
+            r,
+            ty,
+        } => {
+            fast_expr(l)
+                && fast_expr(r)
+                && (*ty == SqlType::Float
+                    || matches!(&**r, Expr::Lit(v, _) if lit_i128(v).is_some_and(|y| y != 0)))
+        }
         Expr::Arith { l, r, .. } | Expr::Cmp { l, r, .. } => fast_expr(l) && fast_expr(r),
         Expr::Neg(x, _) | Expr::Not(x) => fast_expr(x),
         Expr::And(v) | Expr::Or(v) => v.iter().all(fast_expr),
@@ -727,12 +735,17 @@ fn fast_expr(e: &Expr) -> bool {
                     .iter()
                     .all(|v| !matches!(v, Value::Null | Value::Str(_)))
         }
-        Expr::IsNull { .. } | Expr::Like { .. } | Expr::Case { .. } | Expr::Func { .. } => false,
+        Expr::Func { f, args, .. } => {
+            f.of_date() && matches!(args.as_slice(), [a] if a.ty() == SqlType::Date && fast_expr(a))
+        }
+        Expr::IsNull { .. } | Expr::Like { .. } | Expr::Case { .. } => false,
         Expr::Cast(x, to) => {
             fast_expr(x)
                 && match (x.ty(), *to) {
                     (f, t) if f.is_integral() && (t.is_integral() || t == SqlType::Float) => {
-                        t != SqlType::Bool && t != SqlType::Date || f == t
+                        t != SqlType::Bool && t != SqlType::Date
+                            || f == t
+                            || (f, t) == (SqlType::Int, SqlType::Date)
                     }
                     (SqlType::Float, t) => t == SqlType::Int || matches!(t, SqlType::Decimal(_)),
                     _ => false,
@@ -766,9 +779,27 @@ fn interval(e: &Expr, stats: &dyn Fn(usize) -> Option<(i128, i128)>) -> Option<(
                     let p = [a * c, a * d, b * c, b * d];
                     (*p.iter().min()?, *p.iter().max()?)
                 }
+                // A literal divisor y: |x % y| < |y|, of x's sign.
+                ArithOp::Mod if c == d && c != 0 => {
+                    let m = c.abs() - 1;
+                    (a.max(-m).min(0), b.min(m).max(0))
+                }
                 ArithOp::Div | ArithOp::Mod => return None,
             }
         }
+        Expr::Func { f, args, .. } if f.of_date() => match f {
+            // Monotonic in the date.
+            Func::Year | Func::DateTrunc(_) => {
+                let (a, b) = interval(args.first()?, stats)?;
+                let on = |d: i128| f.on_date(i32::try_from(d).ok()?).ok().map(i128::from);
+                (on(a)?, on(b)?)
+            }
+            Func::Month => (1, 12),
+            Func::Day => (1, 31),
+            Func::Quarter => (1, 4),
+            Func::DayOfWeek => (0, 6),
+            _ => (1, 366),
+        },
         Expr::Neg(x, ty) if *ty != SqlType::Float => {
             let (a, b) = interval(x, stats)?;
             (-b, -a)
@@ -819,8 +850,10 @@ impl FastPlan {
                 None => return Ok(None),
             }
         }
+        // Keys: columns, or integral expressions of the block path (evaluated per block).
         for k in &q.keys {
-            if !matches!(k, Expr::Column { .. }) {
+            let expr_key = fast_expr(k) && k.ty().is_integral();
+            if !matches!(k, Expr::Column { .. }) && !expr_key {
                 return Ok(None);
             }
         }
@@ -1052,6 +1085,7 @@ impl FastPlan {
             b: 0,
             n: 0,
             pool: Vec::new(),
+            date_memo: HashMap::new(),
         };
         // When every column predicate is a range in its chunk's packed domain, blocks are
         // filtered into a bitmask, the most selective predicate first.
@@ -1277,7 +1311,9 @@ fn group_ids(
     let mut keys: Vec<Vec<Value>> = vec![Vec::new()];
     for k in &q.keys {
         let Expr::Column { index, ty } = k else {
-            return Err(Error::unsupported("group keys other than columns"));
+            let (ids, distinct) = int_ids(&IntVec::I64(key_values(k, columns, rows)?), k.ty())?;
+            combine(&mut gids, &mut keys, ids, distinct)?;
+            continue;
         };
         let (ids, distinct) = match columns.get(index).and_then(ChunkColumn::strings) {
             Some(StrView::Plain(s)) => string_ids(s)?,
@@ -1305,31 +1341,71 @@ fn group_ids(
                 r
             }
         };
-        if ids.len() != rows {
-            return Err(Error::corrupt("group key column length differs"));
-        }
-        let card = distinct.len().max(1);
-        let total = keys.len() * card;
-        if total > 1 << 20 {
-            return Err(Error::unsupported(
-                "GROUP BY with more than 2^20 key combinations in one chunk (keys must have few distinct values)",
-            ));
-        }
-        let stride = keys.len() as u32;
-        for (g, &id) in gids.iter_mut().zip(&ids) {
-            *g += id * stride;
-        }
-        let mut next = Vec::with_capacity(total);
-        for d in &distinct {
-            for k in &keys {
-                let mut key = k.clone();
-                key.push(d.clone());
-                next.push(key);
-            }
-        }
-        keys = next;
+        combine(&mut gids, &mut keys, ids, distinct)?;
     }
     Ok((Some(gids), keys))
+}
+
+/// Adds one key's per-row ids and distinct values to the chunk's group ids and key tuples:
+/// the new key varies slowest.
+fn combine(
+    gids: &mut [u32],
+    keys: &mut Vec<Vec<Value>>,
+    ids: Vec<u32>,
+    distinct: Vec<Value>,
+) -> Result<()> {
+    if ids.len() != gids.len() {
+        return Err(Error::corrupt("group key column length differs"));
+    }
+    let card = distinct.len().max(1);
+    let total = keys.len() * card;
+    if total > 1 << 20 {
+        return Err(Error::unsupported(
+            "GROUP BY with more than 2^20 key combinations in one chunk (keys must have few distinct values)",
+        ));
+    }
+    let stride = keys.len() as u32;
+    for (g, &id) in gids.iter_mut().zip(&ids) {
+        *g += id * stride;
+    }
+    let mut next = Vec::with_capacity(total);
+    for d in &distinct {
+        for k in keys.iter() {
+            let mut key = k.clone();
+            key.push(d.clone());
+            next.push(key);
+        }
+    }
+    *keys = next;
+    Ok(())
+}
+
+/// The values of an integral key expression of the block path over a chunk's `rows` rows,
+/// block by block (checked arithmetic).
+fn key_values(
+    k: &Expr,
+    columns: &HashMap<usize, ChunkColumn<'_>>,
+    rows: usize,
+) -> Result<Vec<i64>> {
+    let mut ev = BlockEval {
+        columns,
+        checked: true,
+        idx: Vec::new(),
+        sparse: false,
+        b: 0,
+        n: 0,
+        pool: Vec::new(),
+        date_memo: HashMap::new(),
+    };
+    let mut out = Vec::with_capacity(rows);
+    for b in 0..rows.div_ceil(BLOCK) {
+        ev.b = b;
+        ev.n = BLOCK.min(rows - b * BLOCK);
+        let v = ev.eval_i(k)?;
+        out.extend_from_slice(&v);
+        ev.pool.push(v);
+    }
+    Ok(out)
 }
 
 fn string_ids(s: &ByteStrings) -> Result<(Vec<u32>, Vec<Value>)> {
@@ -1367,8 +1443,27 @@ fn string_ids(s: &ByteStrings) -> Result<(Vec<u32>, Vec<Value>)> {
 
 fn int_ids(v: &IntVec, ty: SqlType) -> Result<(Vec<u32>, Vec<Value>)> {
     let x = ints_to_i64(v)?;
-    let mut map: HashMap<i64, u32> = HashMap::new();
     let mut distinct = Vec::new();
+    // Values within a short range (days of a few years, small codes): ids from a table
+    // indexed by the value less the least one, in first-seen order as with the map below.
+    if let (Some(&lo), Some(&hi)) = (x.iter().min(), x.iter().max())
+        && (hi as i128 - lo as i128) < 1 << 16
+    {
+        let mut table = vec![u32::MAX; (hi - lo) as usize + 1];
+        let ids = x
+            .iter()
+            .map(|&v| {
+                let t = &mut table[(v - lo) as usize];
+                if *t == u32::MAX {
+                    *t = distinct.len() as u32;
+                    distinct.push(make_integral(i128::from(v), ty).unwrap_or(Value::Null));
+                }
+                *t
+            })
+            .collect();
+        return Ok((ids, distinct));
+    }
+    let mut map: HashMap<i64, u32> = HashMap::new();
     let mut ids = Vec::with_capacity(x.len());
     for &v in &x {
         let next = map.len() as u32;
@@ -1606,11 +1701,21 @@ mod kernels {
                 .iter_mut()
                 .zip(v)
                 .for_each(|(x, &y)| *x = x.wrapping_sub(y)),
+            (ArithOp::Mod, Operand::Scalar(y)) => {
+                // The divisor is a nonzero literal (`fast_expr`).
+                if *y != 0 {
+                    a.iter_mut().for_each(|x| *x = x.wrapping_rem(*y));
+                }
+            }
+            (ArithOp::Mod, Operand::Vector(v)) => a
+                .iter_mut()
+                .zip(v)
+                .for_each(|(x, &y)| *x = if y == 0 { 0 } else { x.wrapping_rem(y) }),
             (_, Operand::Vector(v)) => a
                 .iter_mut()
                 .zip(v)
                 .for_each(|(x, &y)| *x = x.wrapping_mul(y)),
-            (ArithOp::Div | ArithOp::Mod, Operand::Scalar(_)) => {}
+            (ArithOp::Div, Operand::Scalar(_)) => {}
         }
     }
 
@@ -1675,7 +1780,13 @@ struct BlockEval<'a, 'c> {
     b: usize,
     n: usize,
     pool: Vec<Vec<i64>>,
+    /// Per date function, its results on the days seen, direct-mapped by the day's low bits
+    /// (a chunk's dates span a few thousand days: most values are looked up, not computed).
+    date_memo: HashMap<Func, Vec<(i64, i64)>>,
 }
+
+/// Entries of a date function's memo (a power of two).
+const DATE_MEMO: usize = 4096;
 
 fn overflow() -> Error {
     Error::invalid("arithmetic overflow (the result does not fit a 64-bit decimal)")
@@ -1786,7 +1897,7 @@ impl BlockEval<'_, '_> {
                 out
             }
             Expr::Arith { op, l, r, .. } => {
-                if matches!(op, ArithOp::Div | ArithOp::Mod) {
+                if *op == ArithOp::Div {
                     return Err(Error::invalid("integer division in the block evaluator"));
                 }
                 // A literal operand stays a scalar.
@@ -1796,8 +1907,10 @@ impl BlockEval<'_, '_> {
                 };
                 let (mut a, b) = match (lit(l), lit(r)) {
                     (None, Some(y)) => (self.eval_i(l)?, Operand::Scalar(y)),
-                    (Some(x), None) if *op != ArithOp::Sub => (self.eval_i(r)?, Operand::Scalar(x)),
-                    (Some(x), None) => {
+                    (Some(x), None) if matches!(op, ArithOp::Add | ArithOp::Mul) => {
+                        (self.eval_i(r)?, Operand::Scalar(x))
+                    }
+                    (Some(x), None) if *op == ArithOp::Sub => {
                         // x - v == -(v - x)... only exact without overflow, so negate through
                         // the kernel: v * -1 + x.
                         let v = self.eval_i(r)?;
@@ -1820,6 +1933,8 @@ impl BlockEval<'_, '_> {
                         *x = match op {
                             ArithOp::Add => p.checked_add(q),
                             ArithOp::Sub => p.checked_sub(q),
+                            // The divisor is a nonzero literal (`fast_expr`); i64::MIN % -1 is 0.
+                            ArithOp::Mod => Some(if q == 0 { 0 } else { p.wrapping_rem(q) }),
                             _ => p.checked_mul(q),
                         }
                         .ok_or_else(overflow)?;
@@ -1867,6 +1982,24 @@ impl BlockEval<'_, '_> {
                     }
                     a
                 }
+            }
+            Expr::Func { f, args, .. } if f.of_date() => {
+                let [a] = args.as_slice() else {
+                    return Err(Error::invalid("a date function of other than one date"));
+                };
+                let mut v = self.eval_i(a)?;
+                let memo = self
+                    .date_memo
+                    .entry(*f)
+                    .or_insert_with(|| vec![(i64::MIN, 0); DATE_MEMO]);
+                for x in &mut v {
+                    let e = &mut memo[*x as usize & (DATE_MEMO - 1)];
+                    if e.0 != *x {
+                        *e = (*x, f.on_date(i32::try_from(*x).map_err(|_| overflow())?)?);
+                    }
+                    *x = e.1;
+                }
+                v
             }
             e if e.ty() == SqlType::Bool => {
                 let m = self.eval_bool(e)?;

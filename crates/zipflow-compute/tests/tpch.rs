@@ -764,8 +764,42 @@ fn moments_remainders_date_trunc_and_group_by_all() {
         format!(
             "SELECT l_linestatus, stddev(l_extendedprice / 3) FROM '{path}' GROUP BY 1 ORDER BY 1"
         ),
+        // `%` by a literal and date functions, as keys, in filters and in aggregates.
+        format!(
+            "SELECT l_linenumber % 3, count(*), sum(l_quantity) FROM '{path}' GROUP BY 1 ORDER BY 1"
+        ),
+        format!(
+            "SELECT date_trunc('month', l_shipdate) m, sum(l_extendedprice % 7), \
+             sum(-l_quantity % 4), sum(l_extendedprice / 3 % 2) FROM '{path}' \
+             WHERE l_shipdate >= DATE '1995-01-01' GROUP BY m ORDER BY m"
+        ),
+        format!(
+            "SELECT year(l_shipdate), quarter(l_shipdate), l_returnflag, count(*) FROM '{path}' \
+             GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        ),
+        format!(
+            "SELECT dayofweek(l_commitdate), max(dayofyear(l_receiptdate)), \
+             min(date_trunc('week', l_shipdate)) FROM '{path}' \
+             WHERE l_orderkey % 7 = 3 GROUP BY 1 ORDER BY 1"
+        ),
+        // A date plus or minus days, a literal's or a column's.
+        format!("SELECT l_shipdate + l_linenumber, count(*) FROM '{path}' GROUP BY 1 ORDER BY 1"),
+        format!("SELECT min(l_shipdate + 1), max(l_shipdate - 1), min(l_shipdate) FROM '{path}'"),
     ];
     fast_equals_reference(&path, &queries);
+    let shifted = run(
+        &path,
+        &format!("SELECT min(l_shipdate + 1), min(l_shipdate) FROM '{path}'"),
+        1,
+        false,
+    );
+    match shifted.as_slice() {
+        [r] => match r.as_slice() {
+            [Value::Date(a), Value::Date(b)] => assert_eq!(*a, b + 1),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
     // A single value: no sample variance, a population variance of 0.
     let one = run(
         &path,
