@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use zipflow_core::stats::Scalar;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, IntVec, Result, Values};
@@ -213,7 +214,9 @@ fn key_part(v: &Value) -> KeyPart {
 /// Groups of one chunk (or of the whole scan): keys in first-seen order, accumulators.
 #[derive(Debug, Default)]
 struct Groups {
-    index: HashMap<Vec<KeyPart>, usize>,
+    /// Where each key is, for [`Groups::slot`] (empty in a chunk's groups built by
+    /// [`Groups::push`]).
+    index: FxHashMap<Vec<KeyPart>, usize>,
     keys: Vec<Vec<Value>>,
     accs: Vec<Vec<Acc>>,
 }
@@ -230,9 +233,24 @@ impl Groups {
         self.keys.len() - 1
     }
 
+    /// Adds a group without looking its key up: a chunk's groups, whose keys are distinct
+    /// by construction (and merged by key anyway).
+    fn push(&mut self, key: Vec<Value>, accs: Vec<Acc>) {
+        self.keys.push(key);
+        self.accs.push(accs);
+    }
+
     fn merge(&mut self, other: Groups, naggs: usize) {
         for (k, accs) in other.keys.into_iter().zip(other.accs) {
-            let i = self.slot(k, naggs);
+            let parts: Vec<KeyPart> = k.iter().map(key_part).collect();
+            let Some(&i) = self.index.get(&parts) else {
+                // A new group takes the chunk's accumulators as they are.
+                self.index.insert(parts, self.keys.len());
+                self.keys.push(k);
+                self.accs.push(accs);
+                continue;
+            };
+            debug_assert_eq!(accs.len(), naggs);
             for (a, o) in self.accs[i].iter_mut().zip(&accs) {
                 a.merge(o);
             }
@@ -1042,7 +1060,6 @@ impl FastPlan {
         let nslots = slot_keys.len().max(1);
         // Slot `nslots` takes the rows a dense block filtered out.
         let trash = nslots;
-        let naggs = q.aggregates.len();
         let mut dense: Vec<DenseAcc> = q
             .aggregates
             .iter()
@@ -1264,10 +1281,13 @@ impl FastPlan {
             if !seen.get(s).copied().unwrap_or(false) {
                 continue;
             }
-            let g = groups.slot(key, naggs);
-            for (i, (a, acc)) in q.aggregates.iter().zip(&mut groups.accs[g]).enumerate() {
-                *acc = dense[shared[i]].to_acc(s, a.arg.as_ref().map(Expr::ty));
-            }
+            let accs = q
+                .aggregates
+                .iter()
+                .enumerate()
+                .map(|(i, a)| dense[shared[i]].to_acc(s, a.arg.as_ref().map(Expr::ty)))
+                .collect();
+            groups.push(key, accs);
         }
         Ok(groups)
     }
