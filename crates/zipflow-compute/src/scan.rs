@@ -217,20 +217,49 @@ struct Groups {
     /// Where each key is, for [`Groups::slot`] (empty in a chunk's groups built by
     /// [`Groups::push`]).
     index: FxHashMap<Vec<KeyPart>, usize>,
+    /// The same for keys of one integral value (no key allocated, none dereferenced).
+    ints: FxHashMap<i128, usize>,
     keys: Vec<Vec<Value>>,
     accs: Vec<Vec<Acc>>,
 }
 
 impl Groups {
-    fn slot(&mut self, key: Vec<Value>, naggs: usize) -> usize {
-        let parts: Vec<KeyPart> = key.iter().map(key_part).collect();
-        if let Some(&i) = self.index.get(&parts) {
-            return i;
+    /// The group of `key`, if there is one; else where the key goes once added (with
+    /// [`Groups::add`]).
+    fn find(&self, key: &[Value]) -> Result<usize, Option<Vec<KeyPart>>> {
+        if let [v] = key
+            && let KeyPart::I(x) = key_part(v)
+        {
+            return self.ints.get(&x).copied().ok_or(None);
         }
-        self.index.insert(parts, self.keys.len());
+        let parts: Vec<KeyPart> = key.iter().map(key_part).collect();
+        self.index.get(&parts).copied().ok_or(Some(parts))
+    }
+
+    /// Adds the group of a key [`Groups::find`] did not find.
+    fn add(&mut self, parts: Option<Vec<KeyPart>>, key: Vec<Value>, accs: Vec<Acc>) -> usize {
+        let i = self.keys.len();
+        match (parts, key.as_slice()) {
+            (Some(p), _) => {
+                self.index.insert(p, i);
+            }
+            (None, [v]) => {
+                if let KeyPart::I(x) = key_part(v) {
+                    self.ints.insert(x, i);
+                }
+            }
+            (None, _) => {}
+        }
         self.keys.push(key);
-        self.accs.push(vec![Acc::default(); naggs]);
-        self.keys.len() - 1
+        self.accs.push(accs);
+        i
+    }
+
+    fn slot(&mut self, key: Vec<Value>, naggs: usize) -> usize {
+        match self.find(&key) {
+            Ok(i) => i,
+            Err(parts) => self.add(parts, key, vec![Acc::default(); naggs]),
+        }
     }
 
     /// Adds a group without looking its key up: a chunk's groups, whose keys are distinct
@@ -242,13 +271,13 @@ impl Groups {
 
     fn merge(&mut self, other: Groups, naggs: usize) {
         for (k, accs) in other.keys.into_iter().zip(other.accs) {
-            let parts: Vec<KeyPart> = k.iter().map(key_part).collect();
-            let Some(&i) = self.index.get(&parts) else {
-                // A new group takes the chunk's accumulators as they are.
-                self.index.insert(parts, self.keys.len());
-                self.keys.push(k);
-                self.accs.push(accs);
-                continue;
+            let i = match self.find(&k) {
+                Ok(i) => i,
+                Err(parts) => {
+                    // A new group takes the chunk's accumulators as they are.
+                    self.add(parts, k, accs);
+                    continue;
+                }
             };
             debug_assert_eq!(accs.len(), naggs);
             for (a, o) in self.accs[i].iter_mut().zip(&accs) {
@@ -1464,10 +1493,11 @@ fn string_ids(s: &ByteStrings) -> Result<(Vec<u32>, Vec<Value>)> {
 fn int_ids(v: &IntVec, ty: SqlType) -> Result<(Vec<u32>, Vec<Value>)> {
     let x = ints_to_i64(v)?;
     let mut distinct = Vec::new();
-    // Values within a short range (days of a few years, small codes): ids from a table
-    // indexed by the value less the least one, in first-seen order as with the map below.
+    // Values within a short range (days of a few years, keys of a few rows each): ids from
+    // a table indexed by the value less the least one, in first-seen order as with the map
+    // below.
     if let (Some(&lo), Some(&hi)) = (x.iter().min(), x.iter().max())
-        && (hi as i128 - lo as i128) < 1 << 16
+        && (hi as i128 - lo as i128) < (1i128 << 16).max(4 * x.len() as i128).min(1 << 24)
     {
         let mut table = vec![u32::MAX; (hi - lo) as usize + 1];
         let ids = x
@@ -1483,7 +1513,7 @@ fn int_ids(v: &IntVec, ty: SqlType) -> Result<(Vec<u32>, Vec<Value>)> {
             .collect();
         return Ok((ids, distinct));
     }
-    let mut map: HashMap<i64, u32> = HashMap::new();
+    let mut map: FxHashMap<i64, u32> = FxHashMap::default();
     let mut ids = Vec::with_capacity(x.len());
     for &v in &x {
         let next = map.len() as u32;
