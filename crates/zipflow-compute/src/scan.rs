@@ -223,42 +223,51 @@ struct Groups {
     accs: Vec<Vec<Acc>>,
 }
 
-impl Groups {
-    /// The group of `key`, if there is one; else where the key goes once added (with
-    /// [`Groups::add`]).
-    fn find(&self, key: &[Value]) -> Result<usize, Option<Vec<KeyPart>>> {
+/// A group key as [`Groups`] looks it up.
+enum GroupKey {
+    /// One integral value.
+    Int(i128),
+    /// Any other key.
+    Parts(Vec<KeyPart>),
+}
+
+impl GroupKey {
+    fn of(key: &[Value]) -> GroupKey {
         if let [v] = key
             && let KeyPart::I(x) = key_part(v)
         {
-            return self.ints.get(&x).copied().ok_or(None);
+            return GroupKey::Int(x);
         }
-        let parts: Vec<KeyPart> = key.iter().map(key_part).collect();
-        self.index.get(&parts).copied().ok_or(Some(parts))
+        GroupKey::Parts(key.iter().map(key_part).collect())
+    }
+}
+
+impl Groups {
+    fn find(&self, k: &GroupKey) -> Option<usize> {
+        match k {
+            GroupKey::Int(x) => self.ints.get(x),
+            GroupKey::Parts(p) => self.index.get(p),
+        }
+        .copied()
     }
 
     /// Adds the group of a key [`Groups::find`] did not find.
-    fn add(&mut self, parts: Option<Vec<KeyPart>>, key: Vec<Value>, accs: Vec<Acc>) -> usize {
+    fn add(&mut self, k: GroupKey, key: Vec<Value>, accs: Vec<Acc>) -> usize {
         let i = self.keys.len();
-        match (parts, key.as_slice()) {
-            (Some(p), _) => {
-                self.index.insert(p, i);
-            }
-            (None, [v]) => {
-                if let KeyPart::I(x) = key_part(v) {
-                    self.ints.insert(x, i);
-                }
-            }
-            (None, _) => {}
-        }
+        match k {
+            GroupKey::Int(x) => self.ints.insert(x, i),
+            GroupKey::Parts(p) => self.index.insert(p, i),
+        };
         self.keys.push(key);
         self.accs.push(accs);
         i
     }
 
     fn slot(&mut self, key: Vec<Value>, naggs: usize) -> usize {
-        match self.find(&key) {
-            Ok(i) => i,
-            Err(parts) => self.add(parts, key, vec![Acc::default(); naggs]),
+        let k = GroupKey::of(&key);
+        match self.find(&k) {
+            Some(i) => i,
+            None => self.add(k, key, vec![Acc::default(); naggs]),
         }
     }
 
@@ -271,13 +280,11 @@ impl Groups {
 
     fn merge(&mut self, other: Groups, naggs: usize) {
         for (k, accs) in other.keys.into_iter().zip(other.accs) {
-            let i = match self.find(&k) {
-                Ok(i) => i,
-                Err(parts) => {
-                    // A new group takes the chunk's accumulators as they are.
-                    self.add(parts, k, accs);
-                    continue;
-                }
+            let gk = GroupKey::of(&k);
+            let Some(i) = self.find(&gk) else {
+                // A new group takes the chunk's accumulators as they are.
+                self.add(gk, k, accs);
+                continue;
             };
             debug_assert_eq!(accs.len(), naggs);
             for (a, o) in self.accs[i].iter_mut().zip(&accs) {
@@ -1680,7 +1687,7 @@ impl DenseAcc {
                     }
                     self.has_f[s] = true;
                 }
-                AggFunc::Count | AggFunc::CountStar => {}
+                // Counts need no values; the variances took them above.
                 _ => {}
             }
         }
