@@ -1509,7 +1509,7 @@ mod tests {
             k.source
         );
         assert!(k.source.contains(
-            "rp[threadIdx.x * ZF_RLE_ITEMS + i] = make_ulonglong2(d - (u64)nv[i] * ((u64)s - (u64)1), (u64)nv[i]);"
+            "rp[zf_rle_slot(threadIdx.x * ZF_RLE_ITEMS + i)] = make_ulonglong2(d - (u64)nv[i] * ((u64)s - (u64)1), (u64)nv[i]);"
         ));
         assert!(k.source.contains("dl += (u64)nv[i] * (u64)nl[i];"));
         // The lengths and the values times the lengths in one block-wide sum.
@@ -1519,15 +1519,17 @@ mod tests {
             )
         );
         assert!(!k.source.contains("zf_scan_tile<"), "{}", k.source);
-        // Each run's start goes to the head map, which starts clear, a thread's bits ORed
-        // per word; the walk counts runs from it.
+        // Each run's start goes to the tile's head map, a thread's bits ORed per word; the
+        // walk counts runs from it. Two maps alternate by tile, each cleared the tile after
+        // it was read.
         for q in [
-            "__shared__ u32 zf_hd0[ZF_HEAD_BITS / 32u];",
-            "for (u32 x = threadIdx.x; x < ZF_HEAD_BITS / 32u; x += ZF_THREADS) hd[x] = 0u;",
+            "__shared__ __align__(16) u32 zf_hd0[2u * ZF_HEAD_BITS / 32u];",
+            "zf_head_clear(zf_hd);\n    zf_head_clear(zf_hd + ZF_HEAD_BITS / 32u);",
+            "u32* const hd = zf_hd + hp;\n      zf_head_clear(zf_hd + (hp ^ ZF_HEAD_BITS / 32u));\n      hp ^= ZF_HEAD_BITS / 32u;",
             "if (nl[i] != 0u && s - carry < ZF_HEAD_BITS) {",
             "hm |= 1u << (b & 31u);",
             "if (hm != 0u) atomicOr(hd + hw, hm);",
-            "zf_rle_walk_heads(rs, hd, rs[0], rs[ZF_RLE_TILE],",
+            "zf_rle_walk_heads(rs, hd, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)],",
         ] {
             assert!(k.source.contains(q), "{q}: {}", k.source);
         }
@@ -1580,8 +1582,21 @@ mod tests {
             assert!(k.source.contains(q), "{q}: {}", k.source);
         }
         assert!(k.source.contains("zf_q2(e, p, c);"), "{}", k.source);
-        assert!(k.source.contains("zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE],"));
+        assert!(
+            k.source
+                .contains("zf_rle_walk(rs, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)],")
+        );
         assert!(!k.source.contains("zf_hd0"), "{}", k.source);
+        // Starts and values go to padded slots (a warp's stores in distinct banks) and are
+        // read back from them.
+        for q in [
+            "rs[zf_rle_slot(threadIdx.x * ZF_RLE_ITEMS + i)] = (u32)min(s, (u64)n);",
+            "rv[zf_rle_slot(threadIdx.x * ZF_RLE_ITEMS + i)] = nv[i];",
+            "= rv[zf_rle_slot(j)]; });",
+            "__shared__ u32 zf_rs0[ZF_RLE_PADDED + 1u];",
+        ] {
+            assert!(k.source.contains(q), "{q}: {}", k.source);
+        }
         // Plain `rle` sums only its lengths.
         assert!(
             k.source

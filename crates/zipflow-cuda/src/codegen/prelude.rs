@@ -149,14 +149,26 @@ __device__ __forceinline__ void zf_unpack4(const U* __restrict__ w, u32 W, u32 p
 // Runs per thread of an rle tile (four: read as one quad), and runs per tile.
 #define ZF_RLE_ITEMS 4u
 #define ZF_RLE_TILE (ZF_RLE_ITEMS * ZF_THREADS)
+// A tile's runs' values are kept in shared memory with one empty slot after each thread's
+// four, so that a warp's stores of its threads' i-th runs fall in distinct banks (a stride of
+// four slots puts four threads on each bank); run j lives in slot zf_rle_slot(j). Blocks of
+// more than 256 threads keep them unpadded, within the 48 KiB of static shared memory.
+#if ZF_THREADS <= 256
+#define ZF_RLE_PADDED (ZF_RLE_TILE + ZF_RLE_TILE / ZF_RLE_ITEMS)
+__device__ __forceinline__ u32 zf_rle_slot(u32 j) { return j + (j >> 2); }
+#else
+#define ZF_RLE_PADDED ZF_RLE_TILE
+__device__ __forceinline__ u32 zf_rle_slot(u32 j) { return j; }
+#endif
 
-// The run of an rle tile holding output position q: the last j with rs[j] <= q (rs holds
-// ZF_RLE_TILE + 1 non-decreasing starts, rs[0] <= q < rs[ZF_RLE_TILE]). A fixed number of
+// The run of an rle tile holding output position q: the last j with start(j) <= q, where
+// start(j) = rs[zf_rle_slot(j)] (ZF_RLE_TILE + 1 non-decreasing starts, the first at most q,
+// the last past it). A fixed number of
 // branch-free steps, so that several searches interleave.
 __device__ __forceinline__ u32 zf_run_of(const u32* rs, u32 q) {
   u32 j = 0u;
 #pragma unroll
-  for (u32 s = ZF_RLE_TILE / 2u; s > 0u; s >>= 1) j += rs[j + s] <= q ? s : 0u;
+  for (u32 s = ZF_RLE_TILE / 2u; s > 0u; s >>= 1) j += rs[zf_rle_slot(j + s)] <= q ? s : 0u;
   return j;
 }
 
@@ -172,7 +184,7 @@ __device__ __forceinline__ u32 zf_warp_or(u32 x) {
 }
 
 // Calls f(q, j) for every output position q of an rle tile, [lo, hi), with j its run (the
-// last j with rs[j] <= q, below ZF_RLE_TILE). Each warp takes an equal share of the
+// last j with start(j) <= q, below ZF_RLE_TILE). Each warp takes an equal share of the
 // positions, 32 consecutive ones a step, so its stores coalesce. Only its first position
 // is searched for; after that a step's runs follow from the last: the runs starting within
 // the step are among the 32 after the run of the step's last position before, so each lane
@@ -187,7 +199,7 @@ __device__ __forceinline__ void zf_rle_walk(const u32* rs, u32 lo, u32 hi, F f) 
   u32 jb = zf_run_of(rs, a);
   for (u32 qw = a; qw < z; qw += 32u) {
     const u32 m = jb + 1u + lane;
-    const u32 s = m <= ZF_RLE_TILE ? rs[m] : 0xffffffffu;
+    const u32 s = m <= ZF_RLE_TILE ? rs[zf_rle_slot(m)] : 0xffffffffu;
     // Starts at or before the step's first position, then one bit per start after it.
     const u32 le = __popc(__ballot_sync(0xffffffffu, s <= qw));
     const u32 d = s - qw;
@@ -199,8 +211,9 @@ __device__ __forceinline__ void zf_rle_walk(const u32* rs, u32 lo, u32 hi, F f) 
 }
 
 // Positions of an rle tile's head map: one bit per output position of a window of the tile,
-// set where a run starts (a power of two, at least 32).
-#define ZF_HEAD_BITS 16384u
+// set where a run starts (a power of two, at least 128). A tile has two maps, used by
+// alternate tiles, so that one is cleared while the other is read.
+#define ZF_HEAD_BITS 8192u
 
 // Sets the head-map bit of a run starting at b (relative to the window) when it is in the
 // window. Several threads' runs may share a word.
@@ -208,46 +221,67 @@ __device__ __forceinline__ void zf_head(u32* hd, u32 b) {
   if (b < ZF_HEAD_BITS) atomicOr(hd + (b >> 5), 1u << (b & 31u));
 }
 
+// Clears a head map (16-byte aligned), 16 bytes a thread.
+__device__ __forceinline__ void zf_head_clear(u32* hd) {
+  for (u32 x = threadIdx.x; x < ZF_HEAD_BITS / 128u; x += ZF_THREADS)
+    ((uint4*)hd)[x] = make_uint4(0u, 0u, 0u, 0u);
+}
+
+// A warp's sum of x (Ampere and later in one instruction).
+__device__ __forceinline__ u32 zf_warp_sum(u32 x) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(0xffffffffu, x);
+#else
+#pragma unroll
+  for (u32 d = 16u; d > 0u; d >>= 1) x += __shfl_xor_sync(0xffffffffu, x, d);
+  return x;
+#endif
+}
+
 // Calls f(q, j) for every output position q of a window [lo, hi) of an rle tile (hi - lo <=
-// ZF_HEAD_BITS), with j its run (the last j with rs[j] <= q, below ZF_RLE_TILE), then clears
-// the head-map words it read. Each warp takes an equal share of the positions, 32
-// consecutive ones (one head-map word) a step, so its stores coalesce. Only its first
-// position is searched for; after that a lane's run is the run before the step's plus the
-// heads at or before it in the word, so the steps depend on each other by one add.
+// ZF_HEAD_BITS), with j its run (below ZF_RLE_TILE): jw plus the heads at or before q in the
+// window (jw is the run before the window's first position when a run starts there). Each
+// warp takes an equal share of the positions, 32 consecutive ones (one head-map word) a
+// step, so its stores coalesce. Its first run is jw plus the heads before its share (the
+// lanes count them word by word); after that a lane's run is the run before the step's plus
+// the heads at or before it in the word, so the steps depend on each other by one add.
 template <typename F>
-__device__ __forceinline__ void zf_rle_window(const u32* rs, u32* hd, u32 lo, u32 hi, F f) {
+__device__ __forceinline__ void zf_rle_window(const u32* hd, u32 lo, u32 hi, u32 jw, F f) {
   const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nw = ZF_THREADS / 32u;
   const u32 per = ((hi - lo + nw - 1u) / nw + 31u) & ~31u;
   if (warp * per >= hi - lo) return;
   const u32 a = lo + warp * per, z = hi - a > per ? a + per : hi;
   const u32 i0 = (a - lo) >> 5, le = 0xffffffffu >> (31u - lane);
+  u32 c = 0u;
+  for (u32 x = lane; x < i0; x += 32u) c += __popc(hd[x]);
+  u32 jb = jw + zf_warp_sum(c);
   u32 i = i0;
-  // The run before position a when a run starts there (its bit is counted below).
-  u32 jb = zf_run_of(rs, a) - (hd[i] & 1u);
   for (u32 qw = a; qw < z; qw += 32u, ++i) {
     const u32 w = hd[i];
     const u32 j = min(jb + __popc(w & le), ZF_RLE_TILE - 1u);
     if (qw + lane < z) f(qw + lane, j);
     jb += __popc(w);
   }
-  __syncwarp();
-  for (u32 x = i0 + lane; x < i; x += 32u) hd[x] = 0u;
 }
 
 // zf_rle_walk with a head map: calls f(q, j) for every output position q of an rle tile,
 // [lo, hi), with j its run, a window of ZF_HEAD_BITS positions at a time. The caller has set
-// the first window's heads; later windows' heads come from the tile's starts. Every thread
-// of the block calls it.
+// the first window's heads in `hd` (and clears the map before its next use); later windows'
+// heads come from the tile's starts. Every thread of the block calls it.
 template <typename F>
 __device__ __forceinline__ void zf_rle_walk_heads(const u32* rs, u32* hd, u32 lo, u32 hi, F f) {
-  for (u32 w0 = lo;;) {
+  for (u32 w0 = lo, jw = 0xffffffffu;;) {
     const u32 w1 = hi - w0 > ZF_HEAD_BITS ? w0 + ZF_HEAD_BITS : hi;
-    zf_rle_window(rs, hd, w0, w1, f);
+    zf_rle_window(hd, w0, w1, jw, f);
     if (w1 == hi) return;
     __syncthreads();
-    for (u32 r = threadIdx.x; r < ZF_RLE_TILE; r += ZF_THREADS)
-      if (rs[r] < rs[r + 1u]) zf_head(hd, rs[r] - w1);
+    zf_head_clear(hd);
     __syncthreads();
+    for (u32 r = threadIdx.x; r < ZF_RLE_TILE; r += ZF_THREADS)
+      if (rs[zf_rle_slot(r)] < rs[zf_rle_slot(r + 1u)]) zf_head(hd, rs[zf_rle_slot(r)] - w1);
+    __syncthreads();
+    // The run holding position w1, less one when it starts there (its head is counted).
+    jw = zf_run_of(rs, w1) - (hd[0] & 1u);
     w0 = w1;
   }
 }

@@ -28,14 +28,15 @@ fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> 
 /// The shared part of the `rle` stages: `load` reads the first tile's runs ahead (and declares
 /// `nruns`, `carry`); `place` (in the loop over tiles starting at `r0`) sums the tile's
 /// lengths, checks them, writes the run starts to `rs` (`ZF_RLE_TILE + 1` entries, the last
-/// one the tile's end) and the values to `rv`, reads the next tile's runs ahead, and ends
+/// one the tile's end, run j's in slot `zf_rle_slot(j)`) and the values to `rv` (the same
+/// slots), reads the next tile's runs ahead, and ends
 /// with a barrier; `tot` is the tile's length. With `delta` (its accumulator type), each
 /// run's value times its length is summed too (in one block-wide sum with the lengths,
 /// `zf_scan_tile2`), and `rp` holds each run's pair (base, value)
 /// instead of `rv`: the base is the value before the run (`dcarry` plus the exclusive sum)
 /// less the value times the run's start less one, so that position q of the run decodes to
 /// base + value * q; `dtot` is the tile's total; and the runs' starts are set in the head map
-/// `hd` (its first window, for `zf_rle_walk_heads`). `prefetch(a, z)` is the statements by
+/// `hd` (its first window, for `zf_rle_walk_heads`; the stage alternates two maps by tile). `prefetch(a, z)` is the statements by
 /// which one thread fetches runs `a .. z` into L2 (empty where the streams have no prefetch):
 /// the second tile at the start, and the tile after next with each tile.
 fn rle_tiles(
@@ -61,8 +62,10 @@ fn rle_tiles(
     };
     let (ahead1, ahead2) = (ahead("ZF_RLE_TILE"), ahead("r0 + 2u * ZF_RLE_TILE"));
     let clear = if delta.is_some() {
-        "    // The head map starts clear; each window's walk clears the words it read.
-    for (u32 x = threadIdx.x; x < ZF_HEAD_BITS / 32u; x += ZF_THREADS) hd[x] = 0u;
+        "    // Both head maps start clear; each tile clears the one the tile before read.
+    zf_head_clear(zf_hd);
+    zf_head_clear(zf_hd + ZF_HEAD_BITS / 32u);
+    u32 hp = 0u;
 "
     } else {
         ""
@@ -86,7 +89,7 @@ fn rle_tiles(
             format!(
                 "        // The run's base taken back to position 0, and its value: the value at
         // position q of the run is then one multiply-add, and one shared load.
-        rp[threadIdx.x * ZF_RLE_ITEMS + i] = {make}(d - ({a})nv[i] * (({a})s - ({a})1), ({a})nv[i]);
+        rp[zf_rle_slot(threadIdx.x * ZF_RLE_ITEMS + i)] = {make}(d - ({a})nv[i] * (({a})s - ({a})1), ({a})nv[i]);
         d += ({a})nv[i] * ({a})nl[i];
         if (nl[i] != 0u && s - carry < ZF_HEAD_BITS) {{
           // A thread's runs are neighbours: their heads are ORed per word, one atomic a word.
@@ -110,7 +113,7 @@ fn rle_tiles(
         ),
         None => (
             String::new(),
-            "        rv[threadIdx.x * ZF_RLE_ITEMS + i] = nv[i];\n".to_string(),
+            "        rv[zf_rle_slot(threadIdx.x * ZF_RLE_ITEMS + i)] = nv[i];\n".to_string(),
             "",
         ),
     };
@@ -141,12 +144,12 @@ fn rle_tiles(
 #pragma unroll
       for (u32 i = 0u; i < ZF_RLE_ITEMS; ++i) {{
         zero |= nl[i] == 0u && r0 + threadIdx.x * ZF_RLE_ITEMS + i < nruns;
-        rs[threadIdx.x * ZF_RLE_ITEMS + i] = (u32)min(s, (u64)n);
+        rs[zf_rle_slot(threadIdx.x * ZF_RLE_ITEMS + i)] = (u32)min(s, (u64)n);
 {dput}        s += nl[i];
       }}
       if (zero) atomicOr(e.err, ZF_ERR_RLE_ZERO);
       if (s > n) atomicOr(e.err, ZF_ERR_RLE_SUM);
-{dend}      if (threadIdx.x == 0u) rs[ZF_RLE_TILE] = (u32)min(carry + tot, (u64)n);
+{dend}      if (threadIdx.x == 0u) rs[zf_rle_slot(ZF_RLE_TILE)] = (u32)min(carry + tot, (u64)n);
       // The next tile's runs load while the block waits.
 {next}{ahead2}      __syncthreads();
 "#
@@ -267,17 +270,21 @@ impl Gen<'_> {
             r#"  {{ // node {k}: delta over rle (node {rle}), in one pass over run tiles: each run's first
     // value from an exclusive sum of value * length, then each output position of the tile
     // (coalesced) from its run's, the runs counted from a map of where they start
-    __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
-    __shared__ {pair} zf_rp{k}[ZF_RLE_TILE];
-    __shared__ u32 zf_hd{k}[ZF_HEAD_BITS / 32u];
+    __shared__ u32 zf_rs{k}[ZF_RLE_PADDED + 1u];
+    __shared__ {pair} zf_rp{k}[ZF_RLE_PADDED];
+    __shared__ __align__(16) u32 zf_hd{k}[2u * ZF_HEAD_BITS / 32u];
     u32* const rs = zf_rs{k};
-    u32* const hd = zf_hd{k};
+    u32* const zf_hd = zf_hd{k};
     {pair}* const rp = zf_rp{k};
     const u32 n = (u32)e.prm[{len}];
     {a} dcarry = ({a})e.prm[{base}];
 {load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
-{place}      zf_rle_walk_heads(rs, hd, rs[0], rs[ZF_RLE_TILE], [&](u32 q, u32 j) {{
-        const {pair} bv = rp[j];
+      // This tile's head map, and the last tile's cleared (its walk passed a barrier since).
+      u32* const hd = zf_hd + hp;
+      zf_head_clear(zf_hd + (hp ^ ZF_HEAD_BITS / 32u));
+      hp ^= ZF_HEAD_BITS / 32u;
+{place}      zf_rle_walk_heads(rs, hd, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)], [&](u32 q, u32 j) {{
+        const {pair} bv = rp[zf_rle_slot(j)];
         o[q] = ({t})({u})(bv.x + bv.y * ({a})q);
       }});
       carry += tot;
@@ -382,13 +389,13 @@ impl Gen<'_> {
                 r#"  {{ // node {k}: rle: run tiles of ZF_RLE_ITEMS runs per thread; an exclusive sum of
     // their lengths places them, then each warp walks its share of the tile's output
     // positions 32 at a time (coalesced), finding their runs from the tile's run starts
-    __shared__ u32 zf_rs{k}[ZF_RLE_TILE + 1u];
-    __shared__ {t} zf_rv{k}[ZF_RLE_TILE];
+    __shared__ u32 zf_rs{k}[ZF_RLE_PADDED + 1u];
+    __shared__ {t} zf_rv{k}[ZF_RLE_PADDED];
     u32* const rs = zf_rs{k};
     {t}* const rv = zf_rv{k};
     const u32 n = (u32)e.prm[{b}];
 {load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
-{place}      zf_rle_walk(rs, rs[0], rs[ZF_RLE_TILE], [&](u32 q, u32 j) {{ {bq} = rv[j]; }});
+{place}      zf_rle_walk(rs, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)], [&](u32 q, u32 j) {{ {bq} = rv[zf_rle_slot(j)]; }});
       carry += tot;
       __syncthreads();
     }}
