@@ -15,6 +15,7 @@
 //!   chunks, once per run of equal strings in others.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -224,6 +225,7 @@ struct Groups {
 }
 
 /// A group key as [`Groups`] looks it up.
+#[derive(Hash)]
 enum GroupKey {
     /// One integral value.
     Int(i128),
@@ -292,6 +294,184 @@ impl Groups {
             }
         }
     }
+}
+
+/// Which accumulator each aggregate of the fast path reads: its own, or that of an earlier
+/// aggregate over the same argument that keeps what it needs (sum and avg share the sums,
+/// the variances the moments).
+fn shared_accs(q: &Query) -> Vec<usize> {
+    let sum_like = |f: AggFunc| matches!(f, AggFunc::Sum | AggFunc::Avg);
+    q.aggregates
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            q.aggregates[..i]
+                .iter()
+                .position(|b| {
+                    b.arg == a.arg
+                        && (b.func == a.func
+                            || sum_like(a.func) && sum_like(b.func)
+                            || a.func.is_moment() && b.func.is_moment())
+                })
+                .unwrap_or(i)
+        })
+        .collect()
+}
+
+/// A chunk's result: the fast path's accumulators by slot, or the reference path's groups.
+enum Partial {
+    Dense(DenseGroups),
+    Rows(Groups),
+}
+
+/// A chunk's groups on the fast path: every slot's key, the slots that kept rows (in slot
+/// order, which is the keys' first-seen order), and one accumulator per aggregate (those
+/// of [`shared_accs`] read).
+struct DenseGroups {
+    keys: Vec<Vec<Value>>,
+    seen: Vec<u32>,
+    dense: Vec<DenseAcc>,
+}
+
+impl Partial {
+    /// The chunk's groups keyed by values, as the reference path leaves them.
+    fn into_groups(self, q: &Query) -> Groups {
+        let d = match self {
+            Partial::Rows(g) => return g,
+            Partial::Dense(d) => d,
+        };
+        let shared = shared_accs(q);
+        let mut groups = Groups::default();
+        let mut keys = d.keys;
+        for &s in &d.seen {
+            let s = s as usize;
+            let accs = q
+                .aggregates
+                .iter()
+                .enumerate()
+                .map(|(i, a)| d.dense[shared[i]].to_acc(s, a.arg.as_ref().map(Expr::ty)))
+                .collect();
+            groups.push(std::mem::take(&mut keys[s]), accs);
+        }
+        groups
+    }
+}
+
+/// One part of the scan's groups when every chunk took the fast path: its keys in
+/// first-seen order, an index of them, one accumulator per aggregate with a slot per group
+/// (merged field by field), and where each group was first seen (chunk, place among the
+/// chunk's groups).
+struct MergedDense {
+    groups: Groups,
+    dense: Vec<DenseAcc>,
+    first: Vec<(u32, u32)>,
+}
+
+/// Which of `parts` parts of the merge a group key belongs to: high bits of its hash, so
+/// that the part's own hash table still sees varied low bits.
+fn part_of(k: &GroupKey, parts: usize) -> usize {
+    let h = rustc_hash::FxBuildHasher.hash_one(k);
+    ((h >> 32) as usize) % parts
+}
+
+/// Merges the chunks' results without building an accumulator object per group and chunk,
+/// when every chunk took the fast path (chunks the zone maps skipped hold no groups);
+/// otherwise gives the results back. The groups are split by key into as many parts as the
+/// scan has threads, merged in parallel, each group's chunks in chunk order (so that float
+/// sums add up as a sequential merge adds them), and put back in first-seen order.
+fn merge_partials(q: &Query, partials: Vec<Partial>) -> std::result::Result<Groups, Vec<Partial>> {
+    if partials
+        .iter()
+        .any(|p| matches!(p, Partial::Rows(g) if !g.keys.is_empty()))
+    {
+        return Err(partials);
+    }
+    let chunks: Vec<DenseGroups> = partials
+        .into_iter()
+        .filter_map(|p| match p {
+            Partial::Dense(d) => Some(d),
+            Partial::Rows(_) => None,
+        })
+        .collect();
+    let shared = shared_accs(q);
+    let own: Vec<usize> = (0..shared.len()).filter(|&i| shared[i] == i).collect();
+    let parts = rayon::current_num_threads().max(1);
+    // Each seen slot's part, computed once.
+    let part_ids: Vec<Vec<u16>> = if parts > 1 {
+        chunks
+            .par_iter()
+            .map(|d| {
+                d.seen
+                    .iter()
+                    .map(|&s| part_of(&GroupKey::of(&d.keys[s as usize]), parts) as u16)
+                    .collect()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let merged: Vec<MergedDense> = (0..parts)
+        .into_par_iter()
+        .map(|p| {
+            let mut m = MergedDense {
+                groups: Groups::default(),
+                dense: q
+                    .aggregates
+                    .iter()
+                    .map(|a| {
+                        let float = a.arg.as_ref().is_some_and(|e| e.ty() == SqlType::Float);
+                        DenseAcc::new(0, a.func, float, 0)
+                    })
+                    .collect(),
+                first: Vec::new(),
+            };
+            for (c, d) in chunks.iter().enumerate() {
+                for (at, &s) in d.seen.iter().enumerate() {
+                    if parts > 1 && usize::from(part_ids[c][at]) != p {
+                        continue;
+                    }
+                    let s = s as usize;
+                    let gk = GroupKey::of(&d.keys[s]);
+                    match m.groups.find(&gk) {
+                        Some(g) => {
+                            for &i in &own {
+                                m.dense[i].merge_slot(g, &d.dense[i], s);
+                            }
+                        }
+                        None => {
+                            m.groups.add(gk, d.keys[s].clone(), Vec::new());
+                            for &i in &own {
+                                m.dense[i].push_slot(&d.dense[i], s);
+                            }
+                            m.first.push((c as u32, at as u32));
+                        }
+                    }
+                }
+            }
+            m
+        })
+        .collect();
+    drop(chunks);
+    // The parts' groups in first-seen order, one accumulator object each for the results.
+    let mut order: Vec<((u32, u32), usize, usize)> = merged
+        .iter()
+        .enumerate()
+        .flat_map(|(p, m)| m.first.iter().enumerate().map(move |(g, &f)| (f, p, g)))
+        .collect();
+    order.sort_unstable();
+    let mut merged = merged;
+    let mut groups = Groups::default();
+    for (_, p, g) in order {
+        let m = &mut merged[p];
+        let accs = q
+            .aggregates
+            .iter()
+            .enumerate()
+            .map(|(i, a)| m.dense[shared[i]].to_acc(g, a.arg.as_ref().map(Expr::ty)))
+            .collect();
+        groups.push(std::mem::take(&mut m.groups.keys[g]), accs);
+    }
+    Ok(groups)
 }
 
 /// A cell of a decoded column as a value of type `ty`.
@@ -488,15 +668,24 @@ impl Table {
                     .any(|&col| self.file.chunk_meta(col, c).stats.null_count > 0);
                 match &fast {
                     Some(plan) if !has_nulls => plan.chunk(self, q, c, scratch),
-                    _ => self.reference_chunk(q, &cols, c, scratch),
+                    _ => self
+                        .reference_chunk(q, &cols, c, scratch)
+                        .map(Partial::Rows),
                 }
             })
-            .collect::<Result<Vec<Groups>>>()?;
+            .collect::<Result<Vec<Partial>>>()?;
         let naggs = q.aggregates.len();
-        let mut all = Groups::default();
-        for p in partials {
-            all.merge(p, naggs);
-        }
+        let all = merge_partials(q, partials);
+        let mut all = match all {
+            Ok(m) => m,
+            Err(partials) => {
+                let mut all = Groups::default();
+                for p in partials {
+                    all.merge(p.into_groups(q), naggs);
+                }
+                all
+            }
+        };
         if q.keys.is_empty() && all.keys.is_empty() {
             all.slot(Vec::new(), naggs);
         }
@@ -966,7 +1155,7 @@ impl FastPlan {
         Ok(Some(hits))
     }
 
-    fn chunk(&self, table: &Table, q: &Query, c: usize, scratch: &mut Scratch) -> Result<Groups> {
+    fn chunk(&self, table: &Table, q: &Query, c: usize, scratch: &mut Scratch) -> Result<Partial> {
         let file = &table.file;
         let rows = file.try_chunk_meta(0, c)?.rows as usize;
         let stats = |col: usize| -> Option<(i128, i128)> {
@@ -981,11 +1170,11 @@ impl FastPlan {
         for p in &self.preds {
             if let ColPred::Range { col, lo, hi } = p {
                 if lo > hi {
-                    return Ok(Groups::default());
+                    return Ok(Partial::Rows(Groups::default()));
                 }
                 if let Some((a, b)) = stats(*col) {
                     if b < i128::from(*lo) || a > i128::from(*hi) {
-                        return Ok(Groups::default());
+                        return Ok(Partial::Rows(Groups::default()));
                     }
                     if a >= i128::from(*lo) && b <= i128::from(*hi) {
                         continue;
@@ -1096,40 +1285,37 @@ impl FastPlan {
         let nslots = slot_keys.len().max(1);
         // Slot `nslots` takes the rows a dense block filtered out.
         let trash = nslots;
+        let shared = shared_accs(q);
         let mut dense: Vec<DenseAcc> = q
-            .aggregates
-            .iter()
-            .map(|a| {
-                // Block partial sums in i64 are exact when every value is below 2^52 in
-                // magnitude (1024 of them stay below 2^62).
-                let small = a.arg.as_ref().is_some_and(|e| {
-                    e.ty() != SqlType::Float
-                        && interval(e, &stats)
-                            .is_some_and(|(lo, hi)| lo > -(1i128 << 52) && hi < 1i128 << 52)
-                });
-                DenseAcc::new(nslots + 1, small)
-            })
-            .collect();
-        let mut selected = vec![0i64; nslots + 1];
-        let mut selected4 = vec![0i64; 4 * (nslots + 1)];
-        // sum(x) and avg(x) share one accumulator.
-        let sum_like = |f: AggFunc| matches!(f, AggFunc::Sum | AggFunc::Avg);
-        let shared: Vec<usize> = q
             .aggregates
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                q.aggregates[..i]
-                    .iter()
-                    .position(|b| {
-                        b.arg == a.arg
-                            && (b.func == a.func
-                                || sum_like(a.func) && sum_like(b.func)
-                                || a.func.is_moment() && b.func.is_moment())
-                    })
-                    .unwrap_or(i)
+                let float = a.arg.as_ref().is_some_and(|e| e.ty() == SqlType::Float);
+                // Partial sums in i64 stay exact while they hold fewer than 2^62 / m values
+                // of magnitude below m: folded that many blocks apart (once a chunk for the
+                // usual columns), and not used for values of 2^52 or more.
+                let fold = a
+                    .arg
+                    .as_ref()
+                    .filter(|_| !float)
+                    .and_then(|e| interval(e, &stats))
+                    .map(|(lo, hi)| lo.unsigned_abs().max(hi.unsigned_abs()).max(1))
+                    .filter(|&m| m < 1u128 << 52)
+                    .map_or(0, |m| {
+                        ((1u128 << 62) / (m * BLOCK as u128)).min(u64::MAX as u128) as u64
+                    });
+                // Aggregates that read an earlier one's accumulator keep only counts.
+                let func = if shared[i] == i {
+                    a.func
+                } else {
+                    AggFunc::Count
+                };
+                DenseAcc::new(nslots + 1, func, float, fold)
             })
             .collect();
+        let mut selected = vec![0i64; nslots + 1];
+        let mut selected4 = vec![0i64; 4 * (nslots + 1)];
         let mut ev = BlockEval {
             columns: &columns,
             checked,
@@ -1296,8 +1482,8 @@ impl FastPlan {
                 }
                 let v = ev.eval(e)?;
                 match &v {
-                    Block::Ints(x) => d.add_ints(a.func, x, &sel_g, uniform, gids.is_none()),
-                    Block::Floats(x) => d.add_floats(a.func, x, &sel_g, uniform),
+                    Block::Ints(x) => d.add_ints(x, &sel_g, uniform, gids.is_none()),
+                    Block::Floats(x) => d.add_floats(x, &sel_g, uniform),
                 }
                 ev.give(v);
             }
@@ -1307,25 +1493,17 @@ impl FastPlan {
                 *s += c;
             }
         }
-        let seen: Vec<bool> = selected.iter().map(|&c| c > 0).collect();
         for d in &mut dense {
-            d.count.clone_from(&selected);
+            d.finish(&selected);
         }
-        // Back to groups keyed by values.
-        let mut groups = Groups::default();
-        for (s, key) in slot_keys.into_iter().enumerate() {
-            if !seen.get(s).copied().unwrap_or(false) {
-                continue;
-            }
-            let accs = q
-                .aggregates
-                .iter()
-                .enumerate()
-                .map(|(i, a)| dense[shared[i]].to_acc(s, a.arg.as_ref().map(Expr::ty)))
-                .collect();
-            groups.push(key, accs);
-        }
-        Ok(groups)
+        let seen = (0..slot_keys.len() as u32)
+            .filter(|&s| selected[s as usize] > 0)
+            .collect();
+        Ok(Partial::Dense(DenseGroups {
+            keys: slot_keys,
+            seen,
+            dense,
+        }))
     }
 }
 
@@ -1548,16 +1726,24 @@ fn float_ids(x: impl Iterator<Item = f64>) -> (Vec<u32>, Vec<Value>) {
     (ids, distinct)
 }
 
-/// Accumulators of one aggregate for every group slot of a chunk.
+/// Accumulators of one aggregate for every group slot of a chunk (or, merged, of the scan):
+/// only the fields its function reads are kept, the others stay empty.
 #[derive(Debug, Clone)]
 struct DenseAcc {
+    func: AggFunc,
+    /// Whether the argument is a float (sums, minima and maxima in `f64`).
+    float: bool,
     /// Rows per slot (set at the end of the chunk: no nulls on the fast path, so every
     /// aggregate of a slot sees the same rows).
     count: Vec<i64>,
     sum_i: Vec<i128>,
-    /// Per-block partial sums, when values are small enough for i64 (see `small`).
+    /// Partial sums in i64, four interleaved copies of the slots (see `fold`).
     part: Vec<i64>,
-    small: bool,
+    /// Blocks whose values the partial sums take before they are folded into `sum_i`
+    /// without overflow; 0 when the values are not known to be small enough.
+    fold: u64,
+    /// Blocks added to the partial sums since the last fold.
+    pending: u64,
     sum_f: Vec<f64>,
     min_i: Vec<i64>,
     max_i: Vec<i64>,
@@ -1573,21 +1759,51 @@ struct DenseAcc {
 }
 
 impl DenseAcc {
-    fn new(n: usize, small: bool) -> DenseAcc {
+    /// Accumulators of `n` slots for `func` (over floats or not); `fold` as the field.
+    fn new(n: usize, func: AggFunc, float: bool, fold: u64) -> DenseAcc {
+        let sized = |on: bool| if on { n } else { 0 };
+        let sums = matches!(func, AggFunc::Sum | AggFunc::Avg);
+        let (min, max) = (func == AggFunc::Min, func == AggFunc::Max);
         DenseAcc {
+            func,
+            float,
             count: vec![0; n],
-            sum_i: vec![0; n],
-            part: vec![0; 4 * n],
-            small,
-            sum_f: vec![0.0; n],
-            min_i: vec![i64::MAX; n],
-            max_i: vec![i64::MIN; n],
-            min_f: vec![0.0; n],
-            max_f: vec![0.0; n],
-            has_f: vec![false; n],
-            wn: vec![0; n],
-            mean: vec![0.0; n],
-            m2: vec![0.0; n],
+            sum_i: vec![0; sized(sums && !float)],
+            part: vec![0; 4 * sized(sums && !float && fold > 0)],
+            fold,
+            pending: 0,
+            sum_f: vec![0.0; sized(sums && float)],
+            min_i: vec![i64::MAX; sized(min && !float)],
+            max_i: vec![i64::MIN; sized(max && !float)],
+            min_f: vec![0.0; sized(min && float)],
+            max_f: vec![0.0; sized(max && float)],
+            has_f: vec![false; sized((min || max) && float)],
+            wn: vec![0; sized(func.is_moment())],
+            mean: vec![0.0; sized(func.is_moment())],
+            m2: vec![0.0; sized(func.is_moment())],
+        }
+    }
+
+    /// Adds the partial sums into `sum_i` and clears them.
+    fn fold_parts(&mut self) {
+        let stride = self.sum_i.len();
+        for k in 0..4 {
+            for (p, s) in self.part[k * stride..(k + 1) * stride]
+                .iter_mut()
+                .zip(&mut self.sum_i)
+            {
+                *s += i128::from(*p);
+                *p = 0;
+            }
+        }
+        self.pending = 0;
+    }
+
+    /// Ends the chunk: rows per slot, and the partial sums folded.
+    fn finish(&mut self, selected: &[i64]) {
+        self.count.clone_from_slice(selected);
+        if self.pending > 0 {
+            self.fold_parts();
         }
     }
 
@@ -1611,10 +1827,10 @@ impl DenseAcc {
 
     /// Adds a block of values, value `j` to slot `slots[j]`.
     /// `uniform`: every slot is 0; `two`: slots are 0 or the trash slot.
-    fn add_ints(&mut self, func: AggFunc, x: &[i64], slots: &[u32], uniform: bool, two: bool) {
-        match func {
+    fn add_ints(&mut self, x: &[i64], slots: &[u32], uniform: bool, two: bool) {
+        match self.func {
             AggFunc::Sum | AggFunc::Avg => {
-                if self.small {
+                if self.fold > 0 {
                     if uniform {
                         self.sum_i[0] += i128::from(x.iter().sum::<i64>());
                         return;
@@ -1628,16 +1844,13 @@ impl DenseAcc {
                         self.sum_i[0] += i128::from(kept);
                         return;
                     }
+                    // Folded when the sums could overflow, not every block: with many
+                    // slots a fold costs far more than the block.
                     let stride = self.sum_i.len();
                     kernels::scatter(&mut self.part, stride, x, slots);
-                    for k in 0..4 {
-                        for (p, s) in self.part[k * stride..(k + 1) * stride]
-                            .iter_mut()
-                            .zip(&mut self.sum_i)
-                        {
-                            *s += i128::from(*p);
-                            *p = 0;
-                        }
+                    self.pending += 1;
+                    if self.pending >= self.fold {
+                        self.fold_parts();
                     }
                 } else {
                     for (&v, &s) in x.iter().zip(slots) {
@@ -1665,14 +1878,14 @@ impl DenseAcc {
     }
 
     /// Adds a block of floats in row order (so sums match the reference bit for bit).
-    fn add_floats(&mut self, func: AggFunc, x: &[f64], slots: &[u32], uniform: bool) {
-        if func.is_moment() {
+    fn add_floats(&mut self, x: &[f64], slots: &[u32], uniform: bool) {
+        if self.func.is_moment() {
             self.add_moments(x.iter().copied(), slots, uniform);
             return;
         }
         for (&v, &s) in x.iter().zip(slots) {
             let s = s as usize;
-            match func {
+            match self.func {
                 AggFunc::Sum | AggFunc::Avg => self.sum_f[s] += v,
                 // Same order as `Value::sort_cmp` (total order), so min and max match.
                 AggFunc::Min => {
@@ -1693,28 +1906,86 @@ impl DenseAcc {
         }
     }
 
+    /// Appends slot `s` of `o` (a chunk's accumulators for the same function) as a new slot.
+    fn push_slot(&mut self, o: &DenseAcc, s: usize) {
+        fn push<T: Copy>(to: &mut Vec<T>, from: &[T], s: usize) {
+            if let Some(&x) = from.get(s) {
+                to.push(x);
+            }
+        }
+        push(&mut self.count, &o.count, s);
+        push(&mut self.sum_i, &o.sum_i, s);
+        push(&mut self.sum_f, &o.sum_f, s);
+        push(&mut self.min_i, &o.min_i, s);
+        push(&mut self.max_i, &o.max_i, s);
+        push(&mut self.min_f, &o.min_f, s);
+        push(&mut self.max_f, &o.max_f, s);
+        push(&mut self.has_f, &o.has_f, s);
+        push(&mut self.wn, &o.wn, s);
+        push(&mut self.mean, &o.mean, s);
+        push(&mut self.m2, &o.m2, s);
+    }
+
+    /// Merges slot `s` of `o` (a chunk's accumulators for the same function) into slot `g`,
+    /// as [`Acc::merge`] merges them.
+    fn merge_slot(&mut self, g: usize, o: &DenseAcc, s: usize) {
+        match self.func {
+            AggFunc::Sum | AggFunc::Avg if self.float => self.sum_f[g] += o.sum_f[s],
+            AggFunc::Sum | AggFunc::Avg => self.sum_i[g] += o.sum_i[s],
+            AggFunc::Min if self.float => {
+                if o.has_f[s] && (!self.has_f[g] || o.min_f[s].total_cmp(&self.min_f[g]).is_lt()) {
+                    self.min_f[g] = o.min_f[s];
+                    self.has_f[g] = true;
+                }
+            }
+            AggFunc::Max if self.float => {
+                if o.has_f[s] && (!self.has_f[g] || o.max_f[s].total_cmp(&self.max_f[g]).is_gt()) {
+                    self.max_f[g] = o.max_f[s];
+                    self.has_f[g] = true;
+                }
+            }
+            AggFunc::Min => self.min_i[g] = self.min_i[g].min(o.min_i[s]),
+            AggFunc::Max => self.max_i[g] = self.max_i[g].max(o.max_i[s]),
+            AggFunc::VarSamp | AggFunc::VarPop | AggFunc::StddevSamp | AggFunc::StddevPop => {
+                (self.mean[g], self.m2[g]) = chan(
+                    self.count[g],
+                    (self.mean[g], self.m2[g]),
+                    o.count[s],
+                    (o.mean[s], o.m2[s]),
+                );
+            }
+            AggFunc::Count | AggFunc::CountStar => {}
+        }
+        self.count[g] += o.count[s];
+    }
+
     fn to_acc(&self, s: usize, ty: Option<SqlType>) -> Acc {
         let count = self.count[s];
         let (min, max) = match ty {
             _ if count == 0 => (None, None),
             Some(SqlType::Float) => (
-                Some(Value::Float(self.min_f[s])),
-                Some(Value::Float(self.max_f[s])),
+                self.min_f.get(s).map(|&f| Value::Float(f)),
+                self.max_f.get(s).map(|&f| Value::Float(f)),
             ),
             Some(t) => (
-                make_integral(i128::from(self.min_i[s]), t).ok(),
-                make_integral(i128::from(self.max_i[s]), t).ok(),
+                self.min_i
+                    .get(s)
+                    .and_then(|&x| make_integral(i128::from(x), t).ok()),
+                self.max_i
+                    .get(s)
+                    .and_then(|&x| make_integral(i128::from(x), t).ok()),
             ),
             None => (None, None),
         };
+        let get = |v: &[f64]| v.get(s).copied().unwrap_or(0.0);
         Acc {
             count,
-            sum_i: self.sum_i[s],
-            sum_f: self.sum_f[s],
+            sum_i: self.sum_i.get(s).copied().unwrap_or(0),
+            sum_f: get(&self.sum_f),
             min,
             max,
-            mean: self.mean[s],
-            m2: self.m2[s],
+            mean: get(&self.mean),
+            m2: get(&self.m2),
             distinct: None,
         }
     }
