@@ -13,6 +13,12 @@
 //!   survive) and folded into per-chunk accumulators indexed by dense group ids. String
 //!   predicates (`=`, `IN`, `LIKE`) are decided once per dictionary entry in dictionary
 //!   chunks, once per run of equal strings in others.
+//!
+//! Chunks run in batches of a few per thread; each batch's groups are merged into the
+//! scan's before the next batch runs ([`Merger`]): split by key into one part per thread,
+//! merged field by field from the fast path's dense accumulators (the reference path's
+//! groups as one-slot ones), each group's chunks in chunk order, then put back in the order
+//! their keys were first seen.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -328,150 +334,176 @@ enum Partial {
 /// order, which is the keys' first-seen order), and one accumulator per aggregate (those
 /// of [`shared_accs`] read).
 struct DenseGroups {
-    keys: Vec<Vec<Value>>,
+    keys: SlotKeys,
     seen: Vec<u32>,
     dense: Vec<DenseAcc>,
 }
 
-impl Partial {
-    /// The chunk's groups keyed by values, as the reference path leaves them.
-    fn into_groups(self, q: &Query) -> Groups {
-        let d = match self {
-            Partial::Rows(g) => return g,
-            Partial::Dense(d) => d,
-        };
-        let shared = shared_accs(q);
-        let mut groups = Groups::default();
-        let mut keys = d.keys;
-        for &s in &d.seen {
-            let s = s as usize;
-            let accs = q
-                .aggregates
-                .iter()
-                .enumerate()
-                .map(|(i, a)| d.dense[shared[i]].to_acc(s, a.arg.as_ref().map(Expr::ty)))
-                .collect();
-            groups.push(std::mem::take(&mut keys[s]), accs);
-        }
-        groups
-    }
-}
-
-/// One part of the scan's groups when every chunk took the fast path: its keys in
-/// first-seen order, an index of them, one accumulator per aggregate with a slot per group
-/// (merged field by field), and where each group was first seen (chunk, place among the
-/// chunk's groups).
+/// One part of the scan's groups (those whose keys fall in it): keys in first-seen order,
+/// an index of them, one accumulator per aggregate with a slot per group (merged field by
+/// field), and where each group was first seen (chunk, place among the chunk's groups).
 struct MergedDense {
     groups: Groups,
     dense: Vec<DenseAcc>,
     first: Vec<(u32, u32)>,
 }
 
+impl MergedDense {
+    /// The slot of `key` (first seen at `at`), and whether it is new.
+    fn slot(&mut self, key: &[Value], at: (u32, u32)) -> (usize, bool) {
+        let gk = GroupKey::of(key);
+        match self.groups.find(&gk) {
+            Some(g) => (g, false),
+            None => {
+                self.first.push(at);
+                (self.groups.add(gk, key.to_vec(), Vec::new()), true)
+            }
+        }
+    }
+}
+
+/// Groups below which a scan's remaining chunks run as one batch.
+const FEW_GROUPS: usize = 4096;
+
 /// Which of `parts` parts of the merge a group key belongs to: high bits of its hash, so
 /// that the part's own hash table still sees varied low bits.
-fn part_of(k: &GroupKey, parts: usize) -> usize {
-    let h = rustc_hash::FxBuildHasher.hash_one(k);
+fn part_of(key: &[Value], parts: usize) -> usize {
+    let h = rustc_hash::FxBuildHasher.hash_one(GroupKey::of(key));
     ((h >> 32) as usize) % parts
 }
 
-/// Merges the chunks' results without building an accumulator object per group and chunk,
-/// when every chunk took the fast path (chunks the zone maps skipped hold no groups);
-/// otherwise gives the results back. The groups are split by key into as many parts as the
-/// scan has threads, merged in parallel, each group's chunks in chunk order (so that float
-/// sums add up as a sequential merge adds them), and put back in first-seen order.
-fn merge_partials(q: &Query, partials: Vec<Partial>) -> std::result::Result<Groups, Vec<Partial>> {
-    if partials
-        .iter()
-        .any(|p| matches!(p, Partial::Rows(g) if !g.keys.is_empty()))
-    {
-        return Err(partials);
-    }
-    let chunks: Vec<DenseGroups> = partials
-        .into_iter()
-        .filter_map(|p| match p {
-            Partial::Dense(d) => Some(d),
-            Partial::Rows(_) => None,
-        })
-        .collect();
-    let shared = shared_accs(q);
-    let own: Vec<usize> = (0..shared.len()).filter(|&i| shared[i] == i).collect();
-    let parts = rayon::current_num_threads().max(1);
-    // Each seen slot's part, computed once.
-    let part_ids: Vec<Vec<u16>> = if parts > 1 {
-        chunks
-            .par_iter()
-            .map(|d| {
-                d.seen
-                    .iter()
-                    .map(|&s| part_of(&GroupKey::of(&d.keys[s as usize]), parts) as u16)
-                    .collect()
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let merged: Vec<MergedDense> = (0..parts)
-        .into_par_iter()
-        .map(|p| {
-            let mut m = MergedDense {
+/// The scan's groups, merged from the chunks' results batch by batch in chunk order (so
+/// that only a batch of chunks' accumulators is held at a time) without an accumulator
+/// object per group and chunk. The groups are split by key into as many parts as the scan
+/// has threads and the parts merged in parallel; a group's chunks are merged in chunk
+/// order whatever its part, so float sums and moments add up as a sequential merge adds
+/// them, and the groups come back in first-seen order.
+struct Merger {
+    shared: Vec<usize>,
+    /// The aggregates whose accumulators are kept (the others read one of these).
+    own: Vec<usize>,
+    parts: Vec<MergedDense>,
+}
+
+impl Merger {
+    fn new(q: &Query, parts: usize) -> Merger {
+        let shared = shared_accs(q);
+        let own = (0..shared.len()).filter(|&i| shared[i] == i).collect();
+        let parts = (0..parts.max(1))
+            .map(|_| MergedDense {
                 groups: Groups::default(),
                 dense: q
                     .aggregates
                     .iter()
-                    .map(|a| {
-                        let float = a.arg.as_ref().is_some_and(|e| e.ty() == SqlType::Float);
-                        DenseAcc::new(0, a.func, float, 0)
-                    })
+                    .map(|a| DenseAcc::new(0, a.func, arg_is_float(a.arg.as_ref()), 0))
                     .collect(),
                 first: Vec::new(),
-            };
-            for (c, d) in chunks.iter().enumerate() {
-                for (at, &s) in d.seen.iter().enumerate() {
-                    if parts > 1 && usize::from(part_ids[c][at]) != p {
-                        continue;
-                    }
-                    let s = s as usize;
-                    let gk = GroupKey::of(&d.keys[s]);
-                    match m.groups.find(&gk) {
-                        Some(g) => {
-                            for &i in &own {
-                                m.dense[i].merge_slot(g, &d.dense[i], s);
+            })
+            .collect();
+        Merger { shared, own, parts }
+    }
+
+    /// Merges the results of chunks `first ..` (in order).
+    fn add(&mut self, q: &Query, first: usize, batch: &[Partial]) {
+        let n = self.parts.len();
+        // Each result's groups' parts, found once.
+        let ids: Vec<Vec<u16>> = if n > 1 {
+            batch
+                .par_iter()
+                .map(|p| match p {
+                    Partial::Dense(d) => d
+                        .seen
+                        .iter()
+                        .map(|&s| part_of(d.keys.get(s as usize), n) as u16)
+                        .collect(),
+                    Partial::Rows(g) => g.keys.iter().map(|k| part_of(k, n) as u16).collect(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let own = &self.own;
+        self.parts.par_iter_mut().enumerate().for_each(|(p, m)| {
+            let mine = |c: usize, at: usize| n == 1 || usize::from(ids[c][at]) == p;
+            for (c, item) in batch.iter().enumerate() {
+                let chunk = (first + c) as u32;
+                match item {
+                    Partial::Dense(d) => {
+                        for (at, &s) in d.seen.iter().enumerate() {
+                            if !mine(c, at) {
+                                continue;
+                            }
+                            let s = s as usize;
+                            let (g, new) = m.slot(d.keys.get(s), (chunk, at as u32));
+                            for &i in own {
+                                if new {
+                                    m.dense[i].push_slot(&d.dense[i], s);
+                                } else {
+                                    m.dense[i].merge_slot(g, &d.dense[i], s);
+                                }
                             }
                         }
-                        None => {
-                            m.groups.add(gk, d.keys[s].clone(), Vec::new());
-                            for &i in &own {
-                                m.dense[i].push_slot(&d.dense[i], s);
+                    }
+                    // A chunk of the reference path (it has nulls): its groups' accumulators
+                    // as one-slot dense ones.
+                    Partial::Rows(rows) => {
+                        for (at, (key, accs)) in rows.keys.iter().zip(&rows.accs).enumerate() {
+                            if !mine(c, at) {
+                                continue;
                             }
-                            m.first.push((c as u32, at as u32));
+                            let (g, new) = m.slot(key, (chunk, at as u32));
+                            for &i in own {
+                                let a = &q.aggregates[i];
+                                let one = DenseAcc::of_acc(
+                                    a.func,
+                                    arg_is_float(a.arg.as_ref()),
+                                    &accs[i],
+                                );
+                                if new {
+                                    m.dense[i].push_slot(&one, 0);
+                                } else {
+                                    m.dense[i].merge_slot(g, &one, 0);
+                                }
+                            }
                         }
                     }
                 }
             }
-            m
-        })
-        .collect();
-    drop(chunks);
-    // The parts' groups in first-seen order, one accumulator object each for the results.
-    let mut order: Vec<((u32, u32), usize, usize)> = merged
-        .iter()
-        .enumerate()
-        .flat_map(|(p, m)| m.first.iter().enumerate().map(move |(g, &f)| (f, p, g)))
-        .collect();
-    order.sort_unstable();
-    let mut merged = merged;
-    let mut groups = Groups::default();
-    for (_, p, g) in order {
-        let m = &mut merged[p];
-        let accs = q
-            .aggregates
+        });
+    }
+
+    /// Groups so far.
+    fn groups(&self) -> usize {
+        self.parts.iter().map(|m| m.first.len()).sum()
+    }
+
+    /// The groups in first-seen order, with one accumulator object each for the results.
+    fn finish(self, q: &Query) -> Groups {
+        let mut parts = self.parts;
+        let mut order: Vec<((u32, u32), usize, usize)> = parts
             .iter()
             .enumerate()
-            .map(|(i, a)| m.dense[shared[i]].to_acc(g, a.arg.as_ref().map(Expr::ty)))
+            .flat_map(|(p, m)| m.first.iter().enumerate().map(move |(g, &f)| (f, p, g)))
             .collect();
-        groups.push(std::mem::take(&mut m.groups.keys[g]), accs);
+        order.sort_unstable();
+        let mut groups = Groups::default();
+        for (_, p, g) in order {
+            let m = &mut parts[p];
+            let accs = q
+                .aggregates
+                .iter()
+                .enumerate()
+                .map(|(i, a)| m.dense[self.shared[i]].to_acc(g, a.arg.as_ref().map(Expr::ty)))
+                .collect();
+            groups.push(std::mem::take(&mut m.groups.keys[g]), accs);
+        }
+        groups
     }
-    Ok(groups)
+}
+
+/// Whether an aggregate's argument is a float (its sums, minima and maxima kept in `f64`).
+fn arg_is_float(arg: Option<&Expr>) -> bool {
+    arg.is_some_and(|e| e.ty() == SqlType::Float)
 }
 
 /// A cell of a decoded column as a value of type `ty`.
@@ -660,31 +692,54 @@ impl Table {
         } else {
             FastPlan::new(self, q)?
         };
-        let partials = (0..self.file.num_chunks())
-            .into_par_iter()
-            .map_init(Scratch::default, |scratch, c| {
-                let has_nulls = cols
-                    .iter()
-                    .any(|&col| self.file.chunk_meta(col, c).stats.null_count > 0);
-                match &fast {
-                    Some(plan) if !has_nulls => plan.chunk(self, q, c, scratch),
-                    _ => self
-                        .reference_chunk(q, &cols, c, scratch)
-                        .map(Partial::Rows),
-                }
-            })
-            .collect::<Result<Vec<Partial>>>()?;
         let naggs = q.aggregates.len();
-        let all = merge_partials(q, partials);
-        let mut all = match all {
-            Ok(m) => m,
-            Err(partials) => {
-                let mut all = Groups::default();
-                for p in partials {
-                    all.merge(p.into_groups(q), naggs);
+        let nchunks = self.file.num_chunks();
+        // Chunks run in batches of a few per thread, each batch merged before the next, so
+        // that many groups do not hold every chunk's accumulators at once; once the groups
+        // are known to be few, the rest runs as one batch (no thread waits at a batch's end).
+        let threads = rayon::current_num_threads().max(1);
+        let mut merger = fast.as_ref().map(|_| Merger::new(q, threads));
+        let mut rows = Groups::default();
+        let mut first = 0;
+        while first < nchunks {
+            let few = match &merger {
+                Some(m) => first > 0 && m.groups() < FEW_GROUPS,
+                None => first > 0 && rows.keys.len() < FEW_GROUPS,
+            };
+            let end = if few {
+                nchunks
+            } else {
+                nchunks.min(first + 4 * threads)
+            };
+            let partials = (first..end)
+                .into_par_iter()
+                .map_init(Scratch::default, |scratch, c| {
+                    let has_nulls = cols
+                        .iter()
+                        .any(|&col| self.file.chunk_meta(col, c).stats.null_count > 0);
+                    match &fast {
+                        Some(plan) if !has_nulls => plan.chunk(self, q, c, scratch),
+                        _ => self
+                            .reference_chunk(q, &cols, c, scratch)
+                            .map(Partial::Rows),
+                    }
+                })
+                .collect::<Result<Vec<Partial>>>()?;
+            match &mut merger {
+                Some(m) => m.add(q, first, &partials),
+                None => {
+                    for p in partials {
+                        if let Partial::Rows(g) = p {
+                            rows.merge(g, naggs);
+                        }
+                    }
                 }
-                all
             }
+            first = end;
+        }
+        let mut all = match merger {
+            Some(m) => m.finish(q),
+            None => rows,
         };
         if q.keys.is_empty() && all.keys.is_empty() {
             all.slot(Vec::new(), naggs);
@@ -1528,6 +1583,26 @@ fn string_mask(s: &ByteStrings, test: &StrTest, negated: bool) -> Vec<u8> {
     out
 }
 
+/// The key tuples of a chunk's group slots, `width` values each, in one vector.
+#[derive(Debug)]
+struct SlotKeys {
+    width: usize,
+    count: usize,
+    values: Vec<Value>,
+}
+
+impl SlotKeys {
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    fn get(&self, s: usize) -> &[Value] {
+        self.values
+            .get(s * self.width..(s + 1) * self.width)
+            .unwrap_or(&[])
+    }
+}
+
 /// Per-row dense group ids of a chunk and the key values of each id; `None` without keys.
 #[allow(clippy::type_complexity)]
 fn group_ids(
@@ -1537,12 +1612,16 @@ fn group_ids(
     rows: usize,
     c: usize,
     scratch: &mut Scratch,
-) -> Result<(Option<Vec<u32>>, Vec<Vec<Value>>)> {
+) -> Result<(Option<Vec<u32>>, SlotKeys)> {
+    let mut keys = SlotKeys {
+        width: 0,
+        count: 1,
+        values: Vec::new(),
+    };
     if q.keys.is_empty() {
-        return Ok((None, vec![Vec::new()]));
+        return Ok((None, keys));
     }
     let mut gids = vec![0u32; rows];
-    let mut keys: Vec<Vec<Value>> = vec![Vec::new()];
     for k in &q.keys {
         let Expr::Column { index, ty } = k else {
             let (ids, distinct) = int_ids(&IntVec::I64(key_values(k, columns, rows)?), k.ty())?;
@@ -1584,7 +1663,7 @@ fn group_ids(
 /// the new key varies slowest.
 fn combine(
     gids: &mut [u32],
-    keys: &mut Vec<Vec<Value>>,
+    keys: &mut SlotKeys,
     ids: Vec<u32>,
     distinct: Vec<Value>,
 ) -> Result<()> {
@@ -1592,25 +1671,26 @@ fn combine(
         return Err(Error::corrupt("group key column length differs"));
     }
     let card = distinct.len().max(1);
-    let total = keys.len() * card;
+    let total = keys.count * card;
     if total > 1 << 20 {
         return Err(Error::unsupported(
             "GROUP BY with more than 2^20 key combinations in one chunk (keys must have few distinct values)",
         ));
     }
-    let stride = keys.len() as u32;
+    let stride = keys.count as u32;
     for (g, &id) in gids.iter_mut().zip(&ids) {
         *g += id * stride;
     }
-    let mut next = Vec::with_capacity(total);
+    let mut next = Vec::with_capacity(distinct.len() * keys.count * (keys.width + 1));
     for d in &distinct {
-        for k in keys.iter() {
-            let mut key = k.clone();
-            key.push(d.clone());
-            next.push(key);
+        for k in 0..keys.count {
+            next.extend_from_slice(keys.get(k));
+            next.push(d.clone());
         }
     }
-    *keys = next;
+    keys.width += 1;
+    keys.count *= distinct.len();
+    keys.values = next;
     Ok(())
 }
 
@@ -1904,6 +1984,47 @@ impl DenseAcc {
                 _ => {}
             }
         }
+    }
+
+    /// One slot holding what an [`Acc`] of the reference path holds, for `func` (over
+    /// floats or not).
+    fn of_acc(func: AggFunc, float: bool, a: &Acc) -> DenseAcc {
+        let mut d = DenseAcc::new(1, func, float, 0);
+        d.count[0] = a.count;
+        let int = |v: &Value| match v {
+            Value::Int(x) => *x,
+            Value::Decimal(x, _) => *x as i64,
+            Value::Date(x) => i64::from(*x),
+            Value::Bool(b) => i64::from(*b),
+            _ => 0,
+        };
+        let float_of = |v: &Value| match v {
+            Value::Float(f) => *f,
+            _ => f64::NAN,
+        };
+        if let Some(s) = d.sum_i.first_mut() {
+            *s = a.sum_i;
+        }
+        if let Some(s) = d.sum_f.first_mut() {
+            *s = a.sum_f;
+        }
+        match (&a.min, &a.max) {
+            (Some(v), _) if func == AggFunc::Min && float => {
+                d.min_f[0] = float_of(v);
+                d.has_f[0] = true;
+            }
+            (_, Some(v)) if func == AggFunc::Max && float => {
+                d.max_f[0] = float_of(v);
+                d.has_f[0] = true;
+            }
+            (Some(v), _) if func == AggFunc::Min => d.min_i[0] = int(v),
+            (_, Some(v)) if func == AggFunc::Max => d.max_i[0] = int(v),
+            _ => {}
+        }
+        if func.is_moment() {
+            (d.wn[0], d.mean[0], d.m2[0]) = (a.count, a.mean, a.m2);
+        }
+        d
     }
 
     /// Appends slot `s` of `o` (a chunk's accumulators for the same function) as a new slot.

@@ -897,3 +897,50 @@ fn moments_remainders_date_trunc_and_group_by_all() {
     assert_eq!(all("ALL"), all("1, 2"));
     assert_eq!(all("ALL").len(), 4);
 }
+
+#[test]
+fn many_groups_merge_in_first_seen_order_across_batches_and_threads() {
+    use arrow::array::{Decimal128Array, Float64Array, Int64Array};
+    use arrow::datatypes::{Field, Schema};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // 40 chunks of 1024 rows (several merge batches at two threads), 3,001 scattered keys,
+    // nulls in one chunk's `a` only.
+    let n = 40_960i64;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("a", DataType::Int64, true),
+        Field::new("d", DataType::Decimal128(12, 2), false),
+        Field::new("f", DataType::Float64, false),
+    ]));
+    let k = Int64Array::from_iter_values((0..n).map(|i| i * 7919 % 3001));
+    let a: Int64Array = (0..n)
+        .map(|i| (!(5 * 1024..6 * 1024).contains(&i) || i % 4 != 0).then_some(i % 977 - 300))
+        .collect();
+    let d =
+        Decimal128Array::from_iter_values((0..n).map(|i| i128::from(i * 37 % 100_000 - 20_000)))
+            .with_precision_and_scale(12, 2)
+            .unwrap_or_else(|e| panic!("{e}"));
+    let f = Float64Array::from_iter_values((0..n).map(|i| (i % 1013) as f64 / 7.0 - 40.0));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![Arc::new(k), Arc::new(a), Arc::new(d), Arc::new(f)],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let path = write_with(&[batch], &dir.path().join("g.zf"), 1024, &[]);
+    let queries: Vec<String> = [
+        // Every chunk on the fast path; no ORDER BY, so the groups' order is compared too.
+        "SELECT k, count(*), sum(d), min(d), max(d), sum(f), avg(f), min(f), max(f), stddev(f), var_pop(d) FROM t GROUP BY k",
+        "SELECT k % 7, k, sum(f) FROM t WHERE d > 0 GROUP BY k % 7, k",
+        // One chunk (nulls in `a`) on the reference path, merged with the others.
+        "SELECT k, count(a), sum(a), min(a), max(a), sum(f), stddev(a), count(*) FROM t GROUP BY k",
+        "SELECT count(*), sum(f), min(a) FROM t",
+    ]
+    .iter()
+    .map(|q| q.replace("FROM t", &format!("FROM '{path}'")))
+    .collect();
+    fast_equals_reference(&path, &queries);
+    for q in &queries[..3] {
+        assert_eq!(run(&path, q, 1, false), run(&path, q, 1, true), "{q}");
+        assert!(run(&path, q, 2, false).len() > 3000 / 7, "{q}");
+    }
+}
