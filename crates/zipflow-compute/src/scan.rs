@@ -221,8 +221,7 @@ fn key_part(v: &Value) -> KeyPart {
 /// Groups of one chunk (or of the whole scan): keys in first-seen order, accumulators.
 #[derive(Debug, Default)]
 struct Groups {
-    /// Where each key is, for [`Groups::slot`] (empty in a chunk's groups built by
-    /// [`Groups::push`]).
+    /// Where each key is, for [`Groups::slot`] (empty in groups built by [`Groups::push`]).
     index: FxHashMap<Vec<KeyPart>, usize>,
     /// The same for keys of one integral value (no key allocated, none dereferenced).
     ints: FxHashMap<i128, usize>,
@@ -279,8 +278,8 @@ impl Groups {
         }
     }
 
-    /// Adds a group without looking its key up: a chunk's groups, whose keys are distinct
-    /// by construction (and merged by key anyway).
+    /// Adds a group without looking its key up: the merged groups, whose keys are distinct
+    /// by construction, put back in first-seen order for the results.
     fn push(&mut self, key: Vec<Value>, accs: Vec<Acc>) {
         self.keys.push(key);
         self.accs.push(accs);
