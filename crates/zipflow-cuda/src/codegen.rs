@@ -1901,8 +1901,15 @@ mod tests {
                 plan.starts_with("words"),
                 "{plan}"
             );
+            // A `words` thread stores its rows' offsets once, 16 bytes at a time where they
+            // are aligned, and its lanes read only the dictionary words of their tokens.
+            assert_eq!(
+                second.contains("if (nw > 1u) d1 = dw[wa + 1u];"),
+                plan.starts_with("words"),
+                "{plan}"
+            );
             let offsets = if plan.starts_with("words") {
-                "__stcs((u32*)o + rb + i, (u32)v);"
+                "__stcs((uint4*)((u32*)o + rb) + 0, make_uint4(b + ro[0], b + ro[1], b + ro[2], b + ro[3]));"
             } else {
                 "__stcs((u32*)o + r0 + tt + x, (u32)v);"
             };

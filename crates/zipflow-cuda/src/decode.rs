@@ -49,7 +49,7 @@ const INPUT_ALIGN: usize = 256;
 
 /// A decoded column on the device: the values in the column's physical type, chunk after
 /// chunk. Byte strings are laid out as Arrow's strings: the strings' bytes, then, at the next
-/// multiple of 8, `len + 1` little-endian offsets into them, `u32` when the bytes are fewer
+/// multiple of 16 (the kernels store a thread's offsets 16 bytes at a time), `len + 1` little-endian offsets into them, `u32` when the bytes are fewer
 /// than 2^32 (Arrow's `Utf8`), else `u64` (`LargeUtf8`).
 pub struct DeviceColumn {
     /// Physical type of the values.
@@ -67,7 +67,7 @@ pub struct DeviceColumn {
 
 /// Where the offsets of a byte-string column with `string_bytes` bytes start in its buffer.
 pub fn offsets_start(string_bytes: usize) -> usize {
-    string_bytes.next_multiple_of(8)
+    string_bytes.next_multiple_of(16)
 }
 
 /// Bytes per offset of a byte-string column with `string_bytes` bytes.

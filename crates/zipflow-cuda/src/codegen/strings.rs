@@ -229,11 +229,29 @@ __device__ u64 zf_tab_scan(u32* t, u32 nseg, u32 cap) {
 /// One assembly step a token for a tile whose entries all have at most `4 * kw` bytes:
 /// reads `kw + 1` dictionary words at the token's byte alignment, shifts them after the `nb`
 /// pending bits and stores the words it fills (the run's first word is or-ed in last, as in
-/// the 16-byte steps). A missing token (length 0) leaves everything as it was.
-fn one_step(kw: usize, d: usize) -> String {
+/// the 16-byte steps). A missing token (length 0) leaves everything as it was. `gather`: each
+/// lane reads only the words its token's bytes lie in (the others stay zero: their bits land
+/// past the token, in no word stored whole and masked off the pending one), for a `words`
+/// root, whose lanes gather from a large dictionary, so that a short token's lane stays out
+/// of the banks its neighbours read; a small `strdict` dictionary's lanes mostly read the
+/// same words (one broadcast), and the tests cost more than they save there.
+fn one_step(kw: usize, d: usize, gather: bool) -> String {
     let (bytes, read) = (4 * kw, kw + 1);
+    let upto = if gather { "up to " } else { "" };
     let list = |f: &dyn Fn(usize) -> String, n: usize| (0..n).map(f).collect::<Vec<_>>().join(", ");
-    let loads = list(&|i| format!("d{i} = dw[wa + {i}u]"), kw + 1);
+    let loads = match gather {
+        true => format!(
+            "              const u32 nw = ((src & 3u) + sl[j] + 3u) >> 2;\n              u32 {};\n{}",
+            list(&|i| format!("d{i} = 0u"), kw + 1),
+            (0..=kw)
+                .map(|i| format!("              if (nw > {i}u) d{i} = dw[wa + {i}u];\n"))
+                .collect::<String>()
+        ),
+        false => format!(
+            "              const u32 {};\n",
+            list(&|i| format!("d{i} = dw[wa + {i}u]"), kw + 1)
+        ),
+    };
     let ts = list(
         &|i| format!("t{i} = __funnelshift_r(d{i}, d{}, sh)", i + 1),
         kw,
@@ -254,12 +272,11 @@ fn one_step(kw: usize, d: usize) -> String {
         format!("full == {i}u ? o{i} : {acc}")
     });
     format!(
-        r#"            // Every entry has at most {bytes} bytes: one step a token, {read} words read.
+        r#"            // Every entry has at most {bytes} bytes: one step a token, {upto}{read} words read.
 #pragma unroll
             for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
               const u32 src = zf_dsh{d} + so[j], wa = src >> 2, sh = (src & 3u) * 8u;
-              const u32 {loads};
-              const u32 {ts};
+{loads}              const u32 {ts};
               const u32 {outs};
               const u32 bits = nb + sl[j] * 8u, full = bits >> 5;
               if (full > 0u) {{
@@ -989,8 +1006,7 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
               // Bits past the token are cleared from the pending word only: every word
               // stored whole holds the run's bytes alone.
               const u32 take = min(rem, 16u), wa = src >> 2, sh = (src & 3u) * 8u;
-              const u32 d0 = dw[wa], d1 = dw[wa + 1u], d2 = dw[wa + 2u], d3 = dw[wa + 3u], d4 = dw[wa + 4u];
-              const u32 t0 = __funnelshift_r(d0, d1, sh), t1 = __funnelshift_r(d1, d2, sh);
+{long_loads}              const u32 t0 = __funnelshift_r(d0, d1, sh), t1 = __funnelshift_r(d1, d2, sh);
               const u32 t2 = __funnelshift_r(d2, d3, sh), t3 = __funnelshift_r(d3, d4, sh);
               const u32 o0 = pend | (t0 << nb), o1 = __funnelshift_l(t0, t1, nb);
               const u32 o2 = __funnelshift_l(t1, t2, nb), o3 = __funnelshift_l(t2, t3, nb);
@@ -1042,8 +1058,19 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
 "#,
                         // A `words` root has no short step, and one step of five words for
                         // tokens of at most 16 bytes.
-                        step_short = if words { String::new() } else { one_step(2, d) },
-                        step_mid = one_step(if words { 4 } else { 6 }, d),
+                        step_short = if words {
+                            String::new()
+                        } else {
+                            one_step(2, d, false)
+                        },
+                        step_mid = one_step(if words { 4 } else { 6 }, d, words),
+                        long_loads = match words {
+                            // The words holding this step's bytes, as in the one-step path.
+                            true =>
+                                "              const u32 nw = ((src & 3u) + take + 3u) >> 2;\n              u32 d0 = 0u, d1 = 0u, d2 = 0u, d3 = 0u, d4 = 0u;\n              if (nw > 0u) d0 = dw[wa];\n              if (nw > 1u) d1 = dw[wa + 1u];\n              if (nw > 2u) d2 = dw[wa + 2u];\n              if (nw > 3u) d3 = dw[wa + 3u];\n              if (nw > 4u) d4 = dw[wa + 4u];\n",
+                            false =>
+                                "              const u32 d0 = dw[wa], d1 = dw[wa + 1u], d2 = dw[wa + 2u], d3 = dw[wa + 3u], d4 = dw[wa + 4u];\n",
+                        },
                         smem = window(&format!("zf_sdict[zf_dsh{d} + so[j] + (x - q)]")),
                         global = window(&format!("zf_n{bytes}(e, so[j] + (x - q))")),
                     ),
@@ -1219,7 +1246,7 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
     u32 bc = 0u;
     bool good = true;
     const u32 tend = tseg == 0u ? 0u : tseg + za;
-{cmax_decl}    for (u32 tt = 0u; tt < tend; tt += ZF_TILE_TOK) {{
+{cmax_decl}{rows_decl}    for (u32 tt = 0u; tt < tend; tt += ZF_TILE_TOK) {{
       if (!seg_codes) {{
         {stage_tile};
         __syncthreads();
@@ -1264,14 +1291,7 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
 {cmax_check}    if (!good || bc != bseg) {{
       if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
     }} else if (ow != 0u) {{
-      // Rows after the last token (empty strings).
-#pragma unroll
-      for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {{
-        if (rb + i < r1 && rt[i] == tseg) {{
-          if (ow == 8u) ((u64*)o)[rb + i] = at + B1; else ((u32*)o)[rb + i] = (u32)(at + B1);
-        }}
-      }}
-    }}
+{rows_store}    }}
     if (r1 == n && threadIdx.x == 0u) {{
       if (ow == 8u) ((u64*)o)[n] = at + claimed;
       else if (ow == 4u) ((u32*)o)[n] = (u32)(at + claimed);
@@ -1297,15 +1317,50 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
                 ),
             },
             prefetch = next_segment,
+            // A `words` thread's rows take their first tokens' positions from the tiles
+            // those lie in, and are stored once, after the last tile: a 16-byte store a
+            // thread (two of 8-byte offsets) where one store a row and tile wrote a quarter
+            // of each sector it touched.
+            rows_decl = if words {
+                "    // Each row's first byte from the segment's (the rows after the last token: its end).\n    u32 ro[ZF_ROW_ITEMS];\n#pragma unroll\n    for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) ro[i] = bseg;\n"
+            } else {
+                ""
+            },
+            rows_store = if words {
+                let rows = SEGMENT_ROWS / super::STRING_THREADS;
+                let scalar = "#pragma unroll\n        for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {\n          if (rb + i < r1) {\n            if (ow == 8u) ((u64*)o)[rb + i] = base + ro[i]; else ((u32*)o)[rb + i] = (u32)(base + ro[i]);\n          }\n        }\n";
+                let vector = match rows % 4 {
+                    0 => {
+                        let wide: String = (0..rows / 2)
+                            .map(|q| format!("          __stcs((ulonglong2*)((u64*)o + rb) + {q}, make_ulonglong2(base + ro[{}], base + ro[{}]));\n", 2 * q, 2 * q + 1))
+                            .collect();
+                        let narrow: String = (0..rows / 4)
+                            .map(|q| format!("          __stcs((uint4*)((u32*)o + rb) + {q}, make_uint4(b + ro[{}], b + ro[{}], b + ro[{}], b + ro[{}]));\n", 4 * q, 4 * q + 1, 4 * q + 2, 4 * q + 3))
+                            .collect();
+                        format!(
+                            "      if (rb + ZF_ROW_ITEMS <= r1 && ((size_t)o & 15u) == 0u) {{\n        if (ow == 8u) {{\n{wide}        }} else {{\n          const u32 b = (u32)base;\n{narrow}        }}\n      }} else {{\n{scalar}      }}\n"
+                        )
+                    }
+                    _ => format!("      {{\n{scalar}      }}\n"),
+                };
+                format!("      const u64 base = at + B0;\n{vector}")
+            } else {
+                r#"      // Rows after the last token (empty strings).
+#pragma unroll
+      for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
+        if (rb + i < r1 && rt[i] == tseg) {
+          if (ow == 8u) ((u64*)o)[rb + i] = at + B1; else ((u32*)o)[rb + i] = (u32)(at + B1);
+        }
+      }
+"#
+                .to_string()
+            },
             offsets = if words {
                 r#"      // Rows whose first token is in this tile.
       if (ow != 0u) {
 #pragma unroll
         for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
-          if (rb + i < r1 && rt[i] + za >= tt && rt[i] + za - tt < ZF_TILE_TOK) {
-            const u64 v = at + B0 + zf_stp[rt[i] + za - tt];
-            if (ow == 8u) __stcs((u64*)o + rb + i, v); else __stcs((u32*)o + rb + i, (u32)v);
-          }
+          if (rt[i] < tseg && rt[i] + za >= tt && rt[i] + za - tt < ZF_TILE_TOK) ro[i] = zf_stp[rt[i] + za - tt];
         }
       }
 "#
