@@ -45,7 +45,24 @@ enum Command {
     Bench(commands::bench::Args),
 }
 
+/// Keeps freed blocks of up to 32 MiB in the process for the next allocation (glibc would map
+/// each one afresh and return it on free: a scan's per-chunk buffers then fault in their
+/// pages chunk after chunk).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_freed_memory() {
+    // SAFETY: mallopt only sets two of glibc's allocation thresholds, before any other
+    // thread runs.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep_freed_memory() {}
+
 fn main() -> ExitCode {
+    keep_freed_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Compress(a) => commands::compress::run(a),

@@ -335,6 +335,8 @@ enum Partial {
 struct DenseGroups {
     keys: SlotKeys,
     seen: Vec<u32>,
+    /// Whether each slot kept rows (the slots of `seen`).
+    kept: Vec<bool>,
     dense: Vec<DenseAcc>,
 }
 
@@ -371,6 +373,59 @@ fn part_of(key: &[Value], parts: usize) -> usize {
     ((h >> 32) as usize) % parts
 }
 
+/// A single integral GROUP BY key column whose zone maps bound its values to a short range:
+/// the merge indexes groups by value (no hashing, no key objects), and a chunk whose slots
+/// come in ascending key order is merged walking the accumulators in order.
+#[derive(Debug, Clone, Copy)]
+struct KeyRange {
+    /// The key's column.
+    column: usize,
+    lo: i64,
+    len: usize,
+    ty: SqlType,
+}
+
+/// The widest key range merged by value (4 Mi values: tens of MB of accumulators at most).
+const DIRECT_SPAN: usize = 1 << 22;
+
+/// A group not seen yet, in [`DirectPart::first`].
+const UNSEEN: (u32, u32) = (u32::MAX, u32::MAX);
+
+/// One part of a merge by key value: the groups of values `base .. base + first.len()`.
+struct DirectPart {
+    base: i64,
+    /// Where each value's group was first seen (chunk, place in it), or [`UNSEEN`].
+    first: Vec<(u32, u32)>,
+    dense: Vec<DenseAcc>,
+    groups: usize,
+}
+
+impl DirectPart {
+    /// Merges slot `s` of a chunk's accumulators into the group of `v` (of this part).
+    fn merge(&mut self, own: &[usize], v: i64, at: (u32, u32), from: &[DenseAcc], s: usize) {
+        let g = (v - self.base) as usize;
+        if self.first[g] == UNSEEN {
+            self.first[g] = at;
+            self.groups += 1;
+            for &i in own {
+                self.dense[i].set_slot(g, &from[i], s);
+            }
+        } else {
+            for &i in own {
+                self.dense[i].merge_slot(g, &from[i], s);
+            }
+        }
+    }
+}
+
+/// The error of a group key of chunk `chunk` outside the range its column's zone maps give.
+fn outside_zone_maps(v: i128, chunk: u32) -> Error {
+    Error::corrupt(format!(
+        "group key {v} lies outside the range the column's zone maps give"
+    ))
+    .at_chunk(chunk)
+}
+
 /// The scan's groups, merged from the chunks' results batch by batch in chunk order (so
 /// that only a batch of chunks' accumulators is held at a time) without an accumulator
 /// object per group and chunk. The groups are split by key into as many parts as the scan
@@ -382,28 +437,142 @@ struct Merger {
     /// The aggregates whose accumulators are kept (the others read one of these).
     own: Vec<usize>,
     parts: Vec<MergedDense>,
+    /// With a [`KeyRange`]: the parts by key value (and `parts` is empty).
+    direct: Option<(KeyRange, Vec<DirectPart>)>,
 }
 
 impl Merger {
-    fn new(q: &Query, parts: usize) -> Merger {
+    fn new(q: &Query, parts: usize, range: Option<KeyRange>) -> Merger {
         let shared = shared_accs(q);
         let own = (0..shared.len()).filter(|&i| shared[i] == i).collect();
-        let parts = (0..parts.max(1))
+        let parts = parts.max(1);
+        let accs = |n: usize| -> Vec<DenseAcc> {
+            q.aggregates
+                .iter()
+                .map(|a| DenseAcc::new(n, a.func, arg_is_float(a.arg.as_ref()), 0))
+                .collect()
+        };
+        if let Some(r) = range {
+            // Consecutive ranges of values, one a part.
+            let at = |p: usize| (r.len as u128 * p as u128 / parts as u128) as usize;
+            let direct = (0..parts)
+                .map(|p| DirectPart {
+                    base: r.lo + at(p) as i64,
+                    first: vec![UNSEEN; at(p + 1) - at(p)],
+                    dense: accs(at(p + 1) - at(p)),
+                    groups: 0,
+                })
+                .collect();
+            return Merger {
+                shared,
+                own,
+                parts: Vec::new(),
+                direct: Some((r, direct)),
+            };
+        }
+        let parts = (0..parts)
             .map(|_| MergedDense {
                 groups: Groups::default(),
-                dense: q
-                    .aggregates
-                    .iter()
-                    .map(|a| DenseAcc::new(0, a.func, arg_is_float(a.arg.as_ref()), 0))
-                    .collect(),
+                dense: accs(0),
                 first: Vec::new(),
             })
             .collect();
-        Merger { shared, own, parts }
+        Merger {
+            shared,
+            own,
+            parts,
+            direct: None,
+        }
+    }
+
+    /// Merges the results of chunks `first ..` (in order) by key value: each part takes the
+    /// slots of its values, a chunk's in ascending key order when it has them so.
+    fn add_direct(&mut self, first: usize, batch: &[Partial]) -> Result<()> {
+        let own = &self.own;
+        let Some((range, parts)) = &mut self.direct else {
+            return Ok(());
+        };
+        let (lo, hi) = (range.lo, range.lo + range.len as i64);
+        parts.par_iter_mut().try_for_each(|m| -> Result<()> {
+            let (a, b) = (m.base, m.base + m.first.len() as i64);
+            let ends = (a == lo, b == hi);
+            for (c, item) in batch.iter().enumerate() {
+                let chunk = (first + c) as u32;
+                match item {
+                    Partial::Dense(d) => {
+                        let k = &d.keys;
+                        if k.ints.len() != k.len() {
+                            return Err(Error::invalid(
+                                "a chunk's group keys were not kept as integers",
+                            ));
+                        }
+                        let of = |s: u32| k.ints[s as usize];
+                        // Where a slot was first seen: its first row when the slots are in
+                        // key order, else its place (slots in first-seen order).
+                        let at =
+                            |s: u32| (chunk, k.first_row.get(s as usize).copied().unwrap_or(s));
+                        if k.ascending.len() == k.len() {
+                            let x = k.ascending.partition_point(|&s| of(s) < a);
+                            let y = k.ascending.partition_point(|&s| of(s) < b);
+                            if ends.0 && x > 0 {
+                                return Err(outside_zone_maps(of(k.ascending[0]).into(), chunk));
+                            }
+                            if let Some(&s) = k.ascending.get(y).filter(|_| ends.1) {
+                                return Err(outside_zone_maps(of(s).into(), chunk));
+                            }
+                            for &s in &k.ascending[x..y] {
+                                if d.kept[s as usize] {
+                                    m.merge(own, of(s), at(s), &d.dense, s as usize);
+                                }
+                            }
+                        } else {
+                            for &s in &d.seen {
+                                let v = of(s);
+                                if (v < a && ends.0) || (v >= b && ends.1) {
+                                    return Err(outside_zone_maps(v.into(), chunk));
+                                }
+                                if (a..b).contains(&v) {
+                                    m.merge(own, v, at(s), &d.dense, s as usize);
+                                }
+                            }
+                        }
+                    }
+                    Partial::Rows(rows) => {
+                        for (at, (key, accs)) in rows.keys.iter().zip(&rows.accs).enumerate() {
+                            let v = match key.first().map(key_part) {
+                                Some(KeyPart::I(v)) => v,
+                                _ => {
+                                    return Err(Error::invalid(
+                                        "a group key that is not an integer in an integral column",
+                                    ));
+                                }
+                            };
+                            if (v < i128::from(a) && ends.0) || (v >= i128::from(b) && ends.1) {
+                                return Err(outside_zone_maps(v, chunk));
+                            }
+                            if !(i128::from(a)..i128::from(b)).contains(&v) {
+                                continue;
+                            }
+                            let one: Vec<DenseAcc> = m
+                                .dense
+                                .iter()
+                                .zip(accs)
+                                .map(|(d, a)| DenseAcc::of_acc(d.func, d.float, a))
+                                .collect();
+                            m.merge(own, v as i64, (chunk, at as u32), &one, 0);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Merges the results of chunks `first ..` (in order).
-    fn add(&mut self, q: &Query, first: usize, batch: &[Partial]) {
+    fn add(&mut self, q: &Query, first: usize, batch: &[Partial]) -> Result<()> {
+        if self.direct.is_some() {
+            return self.add_direct(first, batch);
+        }
         let n = self.parts.len();
         // Each result's groups' parts, found once.
         let ids: Vec<Vec<u16>> = if n > 1 {
@@ -469,15 +638,46 @@ impl Merger {
                 }
             }
         });
+        Ok(())
     }
 
     /// Groups so far.
     fn groups(&self) -> usize {
-        self.parts.iter().map(|m| m.first.len()).sum()
+        match &self.direct {
+            Some((_, parts)) => parts.iter().map(|m| m.groups).sum(),
+            None => self.parts.iter().map(|m| m.first.len()).sum(),
+        }
     }
 
     /// The groups in first-seen order, with one accumulator object each for the results.
-    fn finish(self, q: &Query) -> Groups {
+    fn finish(self, q: &Query) -> Result<Groups> {
+        if let Some((range, parts)) = &self.direct {
+            let mut order: Vec<((u32, u32), usize, usize)> = parts
+                .iter()
+                .enumerate()
+                .flat_map(|(p, m)| {
+                    m.first
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, f)| **f != UNSEEN)
+                        .map(move |(g, &f)| (f, p, g))
+                })
+                .collect();
+            order.sort_unstable();
+            let mut groups = Groups::default();
+            for (_, p, g) in order {
+                let m = &parts[p];
+                let key = make_integral(i128::from(m.base) + g as i128, range.ty)?;
+                let accs = q
+                    .aggregates
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| m.dense[self.shared[i]].to_acc(g, a.arg.as_ref().map(Expr::ty)))
+                    .collect();
+                groups.push(vec![key], accs);
+            }
+            return Ok(groups);
+        }
         let mut parts = self.parts;
         let mut order: Vec<((u32, u32), usize, usize)> = parts
             .iter()
@@ -496,7 +696,7 @@ impl Merger {
                 .collect();
             groups.push(std::mem::take(&mut m.groups.keys[g]), accs);
         }
-        groups
+        Ok(groups)
     }
 }
 
@@ -697,7 +897,8 @@ impl Table {
         // that many groups do not hold every chunk's accumulators at once; once the groups
         // are known to be few, the rest runs as one batch (no thread waits at a batch's end).
         let threads = rayon::current_num_threads().max(1);
-        let mut merger = fast.as_ref().map(|_| Merger::new(q, threads));
+        let range = fast.as_ref().and_then(|_| self.key_range(q));
+        let mut merger = fast.as_ref().map(|_| Merger::new(q, threads, range));
         let mut rows = Groups::default();
         let mut first = 0;
         while first < nchunks {
@@ -717,7 +918,9 @@ impl Table {
                         .iter()
                         .any(|&col| self.file.chunk_meta(col, c).stats.null_count > 0);
                     match &fast {
-                        Some(plan) if !has_nulls => plan.chunk(self, q, c, scratch),
+                        Some(plan) if !has_nulls => {
+                            plan.chunk(self, q, c, range.is_some(), scratch)
+                        }
                         _ => self
                             .reference_chunk(q, &cols, c, scratch)
                             .map(Partial::Rows),
@@ -725,7 +928,12 @@ impl Table {
                 })
                 .collect::<Result<Vec<Partial>>>()?;
             match &mut merger {
-                Some(m) => m.add(q, first, &partials),
+                Some(m) => m.add(q, first, &partials).map_err(|e| match range {
+                    Some(r) => e
+                        .at_column(&self.file.columns()[r.column].name)
+                        .in_file(self.file.path()),
+                    None => e,
+                })?,
                 None => {
                     for p in partials {
                         if let Partial::Rows(g) = p {
@@ -737,7 +945,7 @@ impl Table {
             first = end;
         }
         let mut all = match merger {
-            Some(m) => m.finish(q),
+            Some(m) => m.finish(q)?,
             None => rows,
         };
         if q.keys.is_empty() && all.keys.is_empty() {
@@ -768,6 +976,38 @@ impl Table {
             );
         }
         Ok(rows)
+    }
+
+    /// The range of values of the query's only GROUP BY key when it is an integral column
+    /// without nulls whose zone maps bound it to at most [`DIRECT_SPAN`] values (and at most
+    /// twice the table's rows, or 2^16).
+    fn key_range(&self, q: &Query) -> Option<KeyRange> {
+        let [Expr::Column { index, ty }] = q.keys.as_slice() else {
+            return None;
+        };
+        if !ty.is_integral() || *ty == SqlType::Bool {
+            return None;
+        }
+        let (mut lo, mut hi, mut rows) = (i128::MAX, i128::MIN, 0u64);
+        for c in 0..self.file.num_chunks() {
+            let m = self.file.try_chunk_meta(*index, c).ok()?;
+            let (Some(Scalar::Int(a)), Some(Scalar::Int(b))) = (&m.stats.min, &m.stats.max) else {
+                return None;
+            };
+            if m.stats.null_count > 0 {
+                return None;
+            }
+            (lo, hi) = (lo.min(*a), hi.max(*b));
+            rows += u64::from(m.rows);
+        }
+        let len = usize::try_from(hi.checked_sub(lo)?.checked_add(1)?).ok()?;
+        let most = DIRECT_SPAN.min(usize::try_from(2 * rows).ok()?.max(1 << 16));
+        (len <= most).then_some(KeyRange {
+            column: *index,
+            lo: i64::try_from(lo).ok()?,
+            len,
+            ty: *ty,
+        })
     }
 
     fn reference_chunk(
@@ -1209,7 +1449,16 @@ impl FastPlan {
         Ok(Some(hits))
     }
 
-    fn chunk(&self, table: &Table, q: &Query, c: usize, scratch: &mut Scratch) -> Result<Partial> {
+    /// One chunk's groups; `ordered`: a single integral key's slots in ascending key order
+    /// where a table finds them (for a merge by key value), not in first-seen order.
+    fn chunk(
+        &self,
+        table: &Table,
+        q: &Query,
+        c: usize,
+        ordered: bool,
+        scratch: &mut Scratch,
+    ) -> Result<Partial> {
         let file = &table.file;
         let rows = file.try_chunk_meta(0, c)?.rows as usize;
         let stats = |col: usize| -> Option<(i128, i128)> {
@@ -1335,7 +1584,7 @@ impl FastPlan {
             });
         }
         // Dense group ids for the chunk.
-        let (gids, slot_keys) = group_ids(table, q, &columns, rows, c, scratch)?;
+        let (gids, slot_keys) = group_ids(table, q, &columns, rows, c, ordered, scratch)?;
         let nslots = slot_keys.len().max(1);
         // Slot `nslots` takes the rows a dense block filtered out.
         let trash = nslots;
@@ -1550,12 +1799,14 @@ impl FastPlan {
         for d in &mut dense {
             d.finish(&selected);
         }
+        let kept: Vec<bool> = selected[..slot_keys.len()].iter().map(|&n| n > 0).collect();
         let seen = (0..slot_keys.len() as u32)
-            .filter(|&s| selected[s as usize] > 0)
+            .filter(|&s| kept[s as usize])
             .collect();
         Ok(Partial::Dense(DenseGroups {
             keys: slot_keys,
             seen,
+            kept,
             dense,
         }))
     }
@@ -1588,6 +1839,15 @@ struct SlotKeys {
     width: usize,
     count: usize,
     values: Vec<Value>,
+    /// With one integral key: each slot's key as stored (else empty). Then `values` is empty
+    /// when the slots are in key order (`first_row` set): only the merge by value reads them.
+    ints: Vec<i64>,
+    /// With one integral key whose ids a table gave: the slots in ascending key order (else
+    /// empty).
+    ascending: Vec<u32>,
+    /// When the slots are not in first-seen order (they are in key order): each slot's
+    /// first row (else empty).
+    first_row: Vec<u32>,
 }
 
 impl SlotKeys {
@@ -1610,12 +1870,33 @@ fn group_ids(
     columns: &HashMap<usize, ChunkColumn<'_>>,
     rows: usize,
     c: usize,
+    ordered: bool,
     scratch: &mut Scratch,
 ) -> Result<(Option<Vec<u32>>, SlotKeys)> {
     let mut keys = SlotKeys {
         width: 0,
         count: 1,
         values: Vec::new(),
+        ints: Vec::new(),
+        ascending: Vec::new(),
+        first_row: Vec::new(),
+    };
+    // One integral key: its ids are the slots, its values kept as integers too (and their
+    // order, when known) for the merge.
+    let one = |keys: &mut SlotKeys, ids: IntIds| -> Result<Vec<u32>> {
+        if ids.ids.len() != rows {
+            return Err(Error::corrupt("group key column length differs"));
+        }
+        if ids.values.len() > 1 << 20 {
+            return Err(too_many_groups());
+        }
+        keys.width = 1;
+        keys.count = ids.values.len();
+        keys.values = ids.distinct;
+        keys.ints = ids.values;
+        keys.ascending = ids.ascending;
+        keys.first_row = ids.first_row;
+        Ok(ids.ids)
     };
     if q.keys.is_empty() {
         return Ok((None, keys));
@@ -1623,8 +1904,12 @@ fn group_ids(
     let mut gids = vec![0u32; rows];
     for k in &q.keys {
         let Expr::Column { index, ty } = k else {
-            let (ids, distinct) = int_ids(&IntVec::I64(key_values(k, columns, rows)?), k.ty())?;
-            combine(&mut gids, &mut keys, ids, distinct)?;
+            let ordered = ordered && q.keys.len() == 1;
+            let ids = int_ids(&IntVec::I64(key_values(k, columns, rows)?), k.ty(), ordered)?;
+            if q.keys.len() == 1 {
+                return Ok((Some(one(&mut keys, ids)?), keys));
+            }
+            combine(&mut gids, &mut keys, ids.ids, ids.distinct)?;
             continue;
         };
         let (ids, distinct) = match columns.get(index).and_then(ChunkColumn::strings) {
@@ -1644,7 +1929,15 @@ fn group_ids(
             None => {
                 let (v, _) = table.file.read_chunk(*index, c, scratch)?;
                 let r = match &v {
-                    Values::Int(x) => int_ids(x, *ty)?,
+                    Values::Int(x) if q.keys.len() == 1 => {
+                        let ids = int_ids(x, *ty, ordered);
+                        scratch.give(v);
+                        return Ok((Some(one(&mut keys, ids?)?), keys));
+                    }
+                    Values::Int(x) => {
+                        let ids = int_ids(x, *ty, false)?;
+                        (ids.ids, ids.distinct)
+                    }
                     Values::F32(x) => float_ids(x.iter().map(|&f| f64::from(f))),
                     Values::F64(x) => float_ids(x.iter().copied()),
                     Values::Bytes(s) => string_ids(s)?,
@@ -1656,6 +1949,12 @@ fn group_ids(
         combine(&mut gids, &mut keys, ids, distinct)?;
     }
     Ok((Some(gids), keys))
+}
+
+fn too_many_groups() -> Error {
+    Error::unsupported(
+        "GROUP BY with more than 2^20 key combinations in one chunk (keys must have few distinct values)",
+    )
 }
 
 /// Adds one key's per-row ids and distinct values to the chunk's group ids and key tuples:
@@ -1672,9 +1971,7 @@ fn combine(
     let card = distinct.len().max(1);
     let total = keys.count * card;
     if total > 1 << 20 {
-        return Err(Error::unsupported(
-            "GROUP BY with more than 2^20 key combinations in one chunk (keys must have few distinct values)",
-        ));
+        return Err(too_many_groups());
     }
     let stride = keys.count as u32;
     for (g, &id) in gids.iter_mut().zip(&ids) {
@@ -1754,16 +2051,57 @@ fn string_ids(s: &ByteStrings) -> Result<(Vec<u32>, Vec<Value>)> {
     Ok((ids, distinct))
 }
 
-fn int_ids(v: &IntVec, ty: SqlType) -> Result<(Vec<u32>, Vec<Value>)> {
+/// An integral key's per-row ids (in first-seen order, or in ascending order of their
+/// values), each id's value (as stored, and as a [`Value`] unless the ids are in the values'
+/// order), and, when a table found them, the ids in ascending order of their values.
+struct IntIds {
+    ids: Vec<u32>,
+    distinct: Vec<Value>,
+    values: Vec<i64>,
+    ascending: Vec<u32>,
+    /// Ids in ascending order of their values: each one's first row (else empty).
+    first_row: Vec<u32>,
+}
+
+/// Ids of an integral key's values; `ordered`: in ascending order of the values where a
+/// table finds them (else, and otherwise, in first-seen order).
+fn int_ids(v: &IntVec, ty: SqlType, ordered: bool) -> Result<IntIds> {
     let x = ints_to_i64(v)?;
     let mut distinct = Vec::new();
+    let mut values = Vec::new();
     // Values within a short range (days of a few years, keys of a few rows each): ids from
     // a table indexed by the value less the least one, in first-seen order as with the map
-    // below.
+    // below; the table, read in order, gives the ids in the values' order.
     if let (Some(&lo), Some(&hi)) = (x.iter().min(), x.iter().max())
         && (hi as i128 - lo as i128) < (1i128 << 16).max(4 * x.len() as i128).min(1 << 24)
     {
         let mut table = vec![u32::MAX; (hi - lo) as usize + 1];
+        if ordered && u32::try_from(x.len()).is_ok() {
+            // Each value's first row, then the values' ranks for ids.
+            for (i, &v) in x.iter().enumerate() {
+                let t = &mut table[(v - lo) as usize];
+                if *t == u32::MAX {
+                    *t = i as u32;
+                }
+            }
+            // Only the merge by value reads these slots' keys: as integers, no values made.
+            let mut first_row = Vec::new();
+            for (off, t) in table.iter_mut().enumerate() {
+                if *t != u32::MAX {
+                    first_row.push(*t);
+                    *t = values.len() as u32;
+                    values.push(lo + off as i64);
+                }
+            }
+            let ids = x.iter().map(|&v| table[(v - lo) as usize]).collect();
+            return Ok(IntIds {
+                ids,
+                distinct,
+                ascending: (0..values.len() as u32).collect(),
+                values,
+                first_row,
+            });
+        }
         let ids = x
             .iter()
             .map(|&v| {
@@ -1771,11 +2109,19 @@ fn int_ids(v: &IntVec, ty: SqlType) -> Result<(Vec<u32>, Vec<Value>)> {
                 if *t == u32::MAX {
                     *t = distinct.len() as u32;
                     distinct.push(make_integral(i128::from(v), ty).unwrap_or(Value::Null));
+                    values.push(v);
                 }
                 *t
             })
             .collect();
-        return Ok((ids, distinct));
+        let ascending = table.into_iter().filter(|&t| t != u32::MAX).collect();
+        return Ok(IntIds {
+            ids,
+            distinct,
+            values,
+            ascending,
+            first_row: Vec::new(),
+        });
     }
     let mut map: FxHashMap<i64, u32> = FxHashMap::default();
     let mut ids = Vec::with_capacity(x.len());
@@ -1783,11 +2129,18 @@ fn int_ids(v: &IntVec, ty: SqlType) -> Result<(Vec<u32>, Vec<Value>)> {
         let next = map.len() as u32;
         let id = *map.entry(v).or_insert_with(|| {
             distinct.push(make_integral(i128::from(v), ty).unwrap_or(Value::Null));
+            values.push(v);
             next
         });
         ids.push(id);
     }
-    Ok((ids, distinct))
+    Ok(IntIds {
+        ids,
+        distinct,
+        values,
+        ascending: Vec::new(),
+        first_row: Vec::new(),
+    })
 }
 
 fn float_ids(x: impl Iterator<Item = f64>) -> (Vec<u32>, Vec<Value>) {
@@ -2044,6 +2397,26 @@ impl DenseAcc {
         push(&mut self.wn, &o.wn, s);
         push(&mut self.mean, &o.mean, s);
         push(&mut self.m2, &o.m2, s);
+    }
+
+    /// Sets slot `g` to slot `s` of `o` (a chunk's accumulators for the same function).
+    fn set_slot(&mut self, g: usize, o: &DenseAcc, s: usize) {
+        fn set<T: Copy>(to: &mut [T], from: &[T], g: usize, s: usize) {
+            if let (Some(t), Some(&x)) = (to.get_mut(g), from.get(s)) {
+                *t = x;
+            }
+        }
+        set(&mut self.count, &o.count, g, s);
+        set(&mut self.sum_i, &o.sum_i, g, s);
+        set(&mut self.sum_f, &o.sum_f, g, s);
+        set(&mut self.min_i, &o.min_i, g, s);
+        set(&mut self.max_i, &o.max_i, g, s);
+        set(&mut self.min_f, &o.min_f, g, s);
+        set(&mut self.max_f, &o.max_f, g, s);
+        set(&mut self.has_f, &o.has_f, g, s);
+        set(&mut self.wn, &o.wn, g, s);
+        set(&mut self.mean, &o.mean, g, s);
+        set(&mut self.m2, &o.m2, g, s);
     }
 
     /// Merges slot `s` of `o` (a chunk's accumulators for the same function) into slot `g`,

@@ -944,3 +944,70 @@ fn many_groups_merge_in_first_seen_order_across_batches_and_threads() {
         assert!(run(&path, q, 2, false).len() > 3000 / 7, "{q}");
     }
 }
+
+#[test]
+fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
+    use arrow::array::{Date32Array, Decimal128Array, Int32Array, Int64Array};
+    use arrow::datatypes::{Field, Schema};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // 40 chunks of 1024 rows. `k`: 70,000 values over the file (within twice its rows, so
+    // merged by value), each chunk's spread too wide for a table (ids from a map, slots not
+    // in key order); `s`: a few hundred negative and positive values (a table, slots in key
+    // order); `p` a decimal and `day` a date key; `z` a key with nulls in one chunk (merged
+    // by hash); `a` with nulls in another chunk (that chunk on the reference path).
+    let n = 40_960i64;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("s", DataType::Int32, false),
+        Field::new("p", DataType::Decimal128(9, 2), false),
+        Field::new("day", DataType::Date32, false),
+        Field::new("z", DataType::Int64, true),
+        Field::new("a", DataType::Int64, true),
+    ]));
+    let k = Int64Array::from_iter_values((0..n).map(|i| i * 7919 % 70_000));
+    let s = Int32Array::from_iter_values((0..n).map(|i| (i * 31 % 601 - 300) as i32));
+    let p = Decimal128Array::from_iter_values((0..n).map(|i| i128::from(i * 13 % 5000 - 2500)))
+        .with_precision_and_scale(9, 2)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let day = Date32Array::from_iter_values((0..n).map(|i| 9000 + (i * 17 % 2500) as i32));
+    let z: Int64Array = (0..n)
+        .map(|i| (!(3 * 1024..4 * 1024).contains(&i) || i % 3 != 0).then_some(i % 1999))
+        .collect();
+    let a: Int64Array = (0..n)
+        .map(|i| (!(7 * 1024..8 * 1024).contains(&i) || i % 5 != 0).then_some(i % 977 - 300))
+        .collect();
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(k),
+            Arc::new(s),
+            Arc::new(p),
+            Arc::new(day),
+            Arc::new(z),
+            Arc::new(a),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let path = write_with(&[batch], &dir.path().join("v.zf"), 1024, &[]);
+    let mut queries = Vec::new();
+    for key in ["k", "s", "p", "day", "z"] {
+        // No ORDER BY: the groups' first-seen order is compared too.
+        queries.push(format!(
+            "SELECT {key}, count(*), sum(a), min(a), max(s), avg(p) FROM t GROUP BY {key}"
+        ));
+        queries.push(format!(
+            "SELECT {key}, count(*), sum(p) FROM t WHERE s > 100 GROUP BY {key}"
+        ));
+    }
+    let queries: Vec<String> = queries
+        .iter()
+        .map(|q| q.replace("FROM t", &format!("FROM '{path}'")))
+        .collect();
+    fast_equals_reference(&path, &queries);
+    for q in &queries {
+        assert_eq!(run(&path, q, 1, false), run(&path, q, 1, true), "{q}");
+    }
+    // Every value of `k` is a group; `z`'s nulls are one.
+    assert_eq!(run(&path, &queries[0], 2, false).len(), 40_960);
+    assert_eq!(run(&path, &queries[8], 1, false).len(), 2000);
+}
