@@ -18,7 +18,10 @@
 //! scan's before the next batch runs ([`Merger`]): split by key into one part per thread,
 //! merged field by field from the fast path's dense accumulators (the reference path's
 //! groups as one-slot ones), each group's chunks in chunk order, then put back in the order
-//! their keys were first seen.
+//! their keys were first seen. When the only key is an integral column whose zone maps bound
+//! it to a short range ([`KeyRange`]), the parts are ranges of its values and the groups are
+//! indexed by value: no hashing, and chunks whose slots are numbered in key order are merged
+//! walking both sides in order.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -652,29 +655,38 @@ impl Merger {
     /// The groups in first-seen order, with one accumulator object each for the results.
     fn finish(self, q: &Query) -> Result<Groups> {
         if let Some((range, parts)) = &self.direct {
-            let mut order: Vec<((u32, u32), usize, usize)> = parts
-                .iter()
-                .enumerate()
-                .flat_map(|(p, m)| {
+            // Each part's groups in key order (its accumulators read in order), in parallel,
+            // then all of them put in first-seen order.
+            let ty = range.ty;
+            let shared = &self.shared;
+            #[allow(clippy::type_complexity)]
+            let built: Vec<Vec<((u32, u32), Vec<Value>, Vec<Acc>)>> = parts
+                .par_iter()
+                .map(|m| {
                     m.first
                         .iter()
                         .enumerate()
                         .filter(|(_, f)| **f != UNSEEN)
-                        .map(move |(g, &f)| (f, p, g))
+                        .map(|(g, &f)| {
+                            let key = make_integral(i128::from(m.base) + g as i128, ty)?;
+                            let accs = q
+                                .aggregates
+                                .iter()
+                                .enumerate()
+                                .map(|(i, a)| {
+                                    m.dense[shared[i]].to_acc(g, a.arg.as_ref().map(Expr::ty))
+                                })
+                                .collect();
+                            Ok((f, vec![key], accs))
+                        })
+                        .collect::<Result<Vec<_>>>()
                 })
-                .collect();
-            order.sort_unstable();
+                .collect::<Result<_>>()?;
+            let mut all: Vec<_> = built.into_iter().flatten().collect();
+            all.sort_unstable_by_key(|g| g.0);
             let mut groups = Groups::default();
-            for (_, p, g) in order {
-                let m = &parts[p];
-                let key = make_integral(i128::from(m.base) + g as i128, range.ty)?;
-                let accs = q
-                    .aggregates
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| m.dense[self.shared[i]].to_acc(g, a.arg.as_ref().map(Expr::ty)))
-                    .collect();
-                groups.push(vec![key], accs);
+            for (_, key, accs) in all {
+                groups.push(key, accs);
             }
             return Ok(groups);
         }
