@@ -1012,6 +1012,8 @@ impl Table {
             (lo, hi) = (lo.min(*a), hi.max(*b));
             rows += u64::from(m.rows);
         }
+        // The range's end, one past its last value, is an i64 too.
+        i64::try_from(hi.checked_add(1)?).ok()?;
         let len = usize::try_from(hi.checked_sub(lo)?.checked_add(1)?).ok()?;
         let most = DIRECT_SPAN.min(usize::try_from(2 * rows).ok()?.max(1 << 16));
         (len <= most).then_some(KeyRange {
