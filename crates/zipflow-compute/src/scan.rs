@@ -338,8 +338,6 @@ enum Partial {
 struct DenseGroups {
     keys: SlotKeys,
     seen: Vec<u32>,
-    /// Whether each slot kept rows (the slots of `seen`).
-    kept: Vec<bool>,
     dense: Vec<DenseAcc>,
 }
 
@@ -489,7 +487,7 @@ impl Merger {
     }
 
     /// Merges the results of chunks `first ..` (in order) by key value: each part takes the
-    /// slots of its values, a chunk's in ascending key order when it has them so.
+    /// slots of its values, a chunk's in ascending key order when they are numbered so.
     fn add_direct(&mut self, first: usize, batch: &[Partial]) -> Result<()> {
         let own = &self.own;
         let Some((range, parts)) = &mut self.direct else {
@@ -510,33 +508,31 @@ impl Merger {
                             ));
                         }
                         let of = |s: u32| k.ints[s as usize];
-                        // Where a slot was first seen: its first row when the slots are in
-                        // key order, else its place (slots in first-seen order).
+                        // Slots numbered in key order keep their first rows (and the slots
+                        // that kept rows are in key order: this part's are a run of them);
+                        // others are in first-seen order.
+                        let ordered = !k.first_row.is_empty();
                         let at =
                             |s: u32| (chunk, k.first_row.get(s as usize).copied().unwrap_or(s));
-                        if k.ascending.len() == k.len() {
-                            let x = k.ascending.partition_point(|&s| of(s) < a);
-                            let y = k.ascending.partition_point(|&s| of(s) < b);
-                            if ends.0 && x > 0 {
-                                return Err(outside_zone_maps(of(k.ascending[0]).into(), chunk));
+                        let seen = &d.seen[..];
+                        let (x, y) = match ordered {
+                            true => (
+                                seen.partition_point(|&s| of(s) < a),
+                                seen.partition_point(|&s| of(s) < b),
+                            ),
+                            false => (0, seen.len()),
+                        };
+                        if ordered && ((ends.0 && x > 0) || (ends.1 && y < seen.len())) {
+                            let s = if x > 0 { seen[0] } else { seen[y] };
+                            return Err(outside_zone_maps(of(s).into(), chunk));
+                        }
+                        for &s in &seen[x..y] {
+                            let v = of(s);
+                            if (v < a && ends.0) || (v >= b && ends.1) {
+                                return Err(outside_zone_maps(v.into(), chunk));
                             }
-                            if let Some(&s) = k.ascending.get(y).filter(|_| ends.1) {
-                                return Err(outside_zone_maps(of(s).into(), chunk));
-                            }
-                            for &s in &k.ascending[x..y] {
-                                if d.kept[s as usize] {
-                                    m.merge(own, of(s), at(s), &d.dense, s as usize);
-                                }
-                            }
-                        } else {
-                            for &s in &d.seen {
-                                let v = of(s);
-                                if (v < a && ends.0) || (v >= b && ends.1) {
-                                    return Err(outside_zone_maps(v.into(), chunk));
-                                }
-                                if (a..b).contains(&v) {
-                                    m.merge(own, v, at(s), &d.dense, s as usize);
-                                }
+                            if (a..b).contains(&v) {
+                                m.merge(own, v, at(s), &d.dense, s as usize);
                             }
                         }
                     }
@@ -1813,14 +1809,12 @@ impl FastPlan {
         for d in &mut dense {
             d.finish(&selected);
         }
-        let kept: Vec<bool> = selected[..slot_keys.len()].iter().map(|&n| n > 0).collect();
         let seen = (0..slot_keys.len() as u32)
-            .filter(|&s| kept[s as usize])
+            .filter(|&s| selected[s as usize] > 0)
             .collect();
         Ok(Partial::Dense(DenseGroups {
             keys: slot_keys,
             seen,
-            kept,
             dense,
         }))
     }
@@ -1856,9 +1850,6 @@ struct SlotKeys {
     /// With one integral key: each slot's key as stored (else empty). Then `values` is empty
     /// when the slots are in key order (`first_row` set): only the merge by value reads them.
     ints: Vec<i64>,
-    /// With one integral key whose ids a table gave: the slots in ascending key order (else
-    /// empty).
-    ascending: Vec<u32>,
     /// When the slots are not in first-seen order (they are in key order): each slot's
     /// first row (else empty).
     first_row: Vec<u32>,
@@ -1892,7 +1883,6 @@ fn group_ids(
         count: 1,
         values: Vec::new(),
         ints: Vec::new(),
-        ascending: Vec::new(),
         first_row: Vec::new(),
     };
     // One integral key: its ids are the slots, its values kept as integers too (and their
@@ -1908,7 +1898,6 @@ fn group_ids(
         keys.count = ids.values.len();
         keys.values = ids.distinct;
         keys.ints = ids.values;
-        keys.ascending = ids.ascending;
         keys.first_row = ids.first_row;
         Ok(ids.ids)
     };
@@ -2066,13 +2055,12 @@ fn string_ids(s: &ByteStrings) -> Result<(Vec<u32>, Vec<Value>)> {
 }
 
 /// An integral key's per-row ids (in first-seen order, or in ascending order of their
-/// values), each id's value (as stored, and as a [`Value`] unless the ids are in the values'
-/// order), and, when a table found them, the ids in ascending order of their values.
+/// values), and each id's value (as stored, and as a [`Value`] unless the ids are in the
+/// values' order).
 struct IntIds {
     ids: Vec<u32>,
     distinct: Vec<Value>,
     values: Vec<i64>,
-    ascending: Vec<u32>,
     /// Ids in ascending order of their values: each one's first row (else empty).
     first_row: Vec<u32>,
 }
@@ -2085,7 +2073,7 @@ fn int_ids(v: &IntVec, ty: SqlType, ordered: bool) -> Result<IntIds> {
     let mut values = Vec::new();
     // Values within a short range (days of a few years, keys of a few rows each): ids from
     // a table indexed by the value less the least one, in first-seen order as with the map
-    // below; the table, read in order, gives the ids in the values' order.
+    // below, or (`ordered`) the values' ranks read off the table.
     if let (Some(&lo), Some(&hi)) = (x.iter().min(), x.iter().max())
         && (hi as i128 - lo as i128) < (1i128 << 16).max(4 * x.len() as i128).min(1 << 24)
     {
@@ -2111,7 +2099,6 @@ fn int_ids(v: &IntVec, ty: SqlType, ordered: bool) -> Result<IntIds> {
             return Ok(IntIds {
                 ids,
                 distinct,
-                ascending: (0..values.len() as u32).collect(),
                 values,
                 first_row,
             });
@@ -2128,12 +2115,10 @@ fn int_ids(v: &IntVec, ty: SqlType, ordered: bool) -> Result<IntIds> {
                 *t
             })
             .collect();
-        let ascending = table.into_iter().filter(|&t| t != u32::MAX).collect();
         return Ok(IntIds {
             ids,
             distinct,
             values,
-            ascending,
             first_row: Vec::new(),
         });
     }
@@ -2152,7 +2137,6 @@ fn int_ids(v: &IntVec, ty: SqlType, ordered: bool) -> Result<IntIds> {
         ids,
         distinct,
         values,
-        ascending: Vec::new(),
         first_row: Vec::new(),
     })
 }

@@ -226,6 +226,25 @@ __device__ u64 zf_tab_scan(u32* t, u32 nseg, u32 cap) {
 }
 "#;
 
+/// Declares `d0 .. d{n-1}`: the `n` dictionary words from word `wa`; `gather`: only those
+/// holding the `len` bytes from byte `src` (see [`one_step`]), the others zero.
+fn dict_words(n: usize, len: &str, gather: bool) -> String {
+    let list = |f: &dyn Fn(usize) -> String| (0..n).map(f).collect::<Vec<_>>().join(", ");
+    match gather {
+        true => format!(
+            "              const u32 nw = ((src & 3u) + {len} + 3u) >> 2;\n              u32 {};\n{}",
+            list(&|i| format!("d{i} = 0u")),
+            (0..n)
+                .map(|i| format!("              if (nw > {i}u) d{i} = dw[wa + {i}u];\n"))
+                .collect::<String>()
+        ),
+        false => format!(
+            "              const u32 {};\n",
+            list(&|i| format!("d{i} = dw[wa + {i}u]"))
+        ),
+    }
+}
+
 /// One assembly step a token for a tile whose entries all have at most `4 * kw` bytes:
 /// reads `kw + 1` dictionary words at the token's byte alignment, shifts them after the `nb`
 /// pending bits and stores the words it fills (the run's first word is or-ed in last, as in
@@ -239,19 +258,7 @@ fn one_step(kw: usize, d: usize, gather: bool) -> String {
     let (bytes, read) = (4 * kw, kw + 1);
     let upto = if gather { "up to " } else { "" };
     let list = |f: &dyn Fn(usize) -> String, n: usize| (0..n).map(f).collect::<Vec<_>>().join(", ");
-    let loads = match gather {
-        true => format!(
-            "              const u32 nw = ((src & 3u) + sl[j] + 3u) >> 2;\n              u32 {};\n{}",
-            list(&|i| format!("d{i} = 0u"), kw + 1),
-            (0..=kw)
-                .map(|i| format!("              if (nw > {i}u) d{i} = dw[wa + {i}u];\n"))
-                .collect::<String>()
-        ),
-        false => format!(
-            "              const u32 {};\n",
-            list(&|i| format!("d{i} = dw[wa + {i}u]"), kw + 1)
-        ),
-    };
+    let loads = dict_words(kw + 1, "sl[j]", gather);
     let ts = list(
         &|i| format!("t{i} = __funnelshift_r(d{i}, d{}, sh)", i + 1),
         kw,
@@ -1064,13 +1071,8 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
                             one_step(2, d, false)
                         },
                         step_mid = one_step(if words { 4 } else { 6 }, d, words),
-                        long_loads = match words {
-                            // The words holding this step's bytes, as in the one-step path.
-                            true =>
-                                "              const u32 nw = ((src & 3u) + take + 3u) >> 2;\n              u32 d0 = 0u, d1 = 0u, d2 = 0u, d3 = 0u, d4 = 0u;\n              if (nw > 0u) d0 = dw[wa];\n              if (nw > 1u) d1 = dw[wa + 1u];\n              if (nw > 2u) d2 = dw[wa + 2u];\n              if (nw > 3u) d3 = dw[wa + 3u];\n              if (nw > 4u) d4 = dw[wa + 4u];\n",
-                            false =>
-                                "              const u32 d0 = dw[wa], d1 = dw[wa + 1u], d2 = dw[wa + 2u], d3 = dw[wa + 3u], d4 = dw[wa + 4u];\n",
-                        },
+                        // The words holding this step's bytes, as in the one-step path.
+                        long_loads = dict_words(5, "take", words),
                         smem = window(&format!("zf_sdict[zf_dsh{d} + so[j] + (x - q)]")),
                         global = window(&format!("zf_n{bytes}(e, so[j] + (x - q))")),
                     ),
