@@ -272,6 +272,53 @@ pub fn plain(op: Op, nir: &[u16], red: &[u16], pool: &rayon::ThreadPool) -> Resu
     Ok(acc.answer(op))
 }
 
+/// Vector pairs of the window [`kernel_only`] reads: four, 16 KiB, held in L1 as the fused
+/// path's two decoded vectors are.
+const KERNEL_WINDOW: usize = 4;
+
+/// `op`'s per-vector kernel alone, `vectors` times, over the first four vector pairs of the
+/// bands again and again (held in L1): the rate of the arithmetic that the plain and the fused
+/// paths both do, without their reads. The fused path runs this kernel on every pixel, from
+/// vectors it has just decoded into L1, and decodes the bands besides, so no plan can make it
+/// faster than this.
+pub fn kernel_only(
+    op: Op,
+    nir: &[u16],
+    red: &[u16],
+    vectors: usize,
+    pool: &rayon::ThreadPool,
+) -> Result<Answer> {
+    check_lengths(nir.len(), red.len())?;
+    let window = (nir.len() / V).min(KERNEL_WINDOW);
+    if window == 0 {
+        return Err(Error::invalid(format!(
+            "the bands hold {} pixels, less than one vector of {V}",
+            nir.len()
+        )));
+    }
+    // 64 vectors per task, as in `plain`.
+    const TASK: usize = 64;
+    let acc = pool.install(|| {
+        (0..vectors.div_ceil(TASK))
+            .into_par_iter()
+            .map(|task| {
+                let mut acc = Acc::default();
+                for i in task * TASK..((task + 1) * TASK).min(vectors) {
+                    let w = (i % window) * V;
+                    kernel(
+                        op,
+                        as_vector(&nir[w..w + V]),
+                        as_vector(&red[w..w + V]),
+                        &mut acc,
+                    );
+                }
+                acc
+            })
+            .reduce(Acc::default, Acc::merge)
+    });
+    Ok(acc.answer(op))
+}
+
 fn as_vector(s: &[u16]) -> &[u16; V] {
     match s.try_into() {
         Ok(a) => a,
@@ -996,6 +1043,26 @@ mod tests {
             let plus: Vec<u16> = values.iter().map(|v| v.wrapping_add(7)).collect();
             assert_eq!(&ours[..], &plus[..], "width {w}");
         }
+    }
+
+    #[test]
+    fn kernel_only_repeats_the_window() -> Result<()> {
+        let pool = pool(2)?;
+        let n: Vec<u16> = (0..5 * V).map(|i| (i * 7 % 5000) as u16).collect();
+        let r: Vec<u16> = (0..5 * V).map(|i| (i * 13 % 3000) as u16).collect();
+        let window = KERNEL_WINDOW * V;
+        for op in [Op::SumNr, Op::Count(Threshold { k: 3000 })] {
+            let once = plain(op, &n[..window], &r[..window], &pool)?;
+            let three = kernel_only(op, &n, &r, 3 * KERNEL_WINDOW, &pool)?;
+            match (once, three) {
+                (Answer::SumNr(a), Answer::SumNr(b)) | (Answer::Count(a), Answer::Count(b)) => {
+                    assert_eq!(3 * a, b, "{}", op.name())
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(kernel_only(Op::SumNr, &n[..V - 1], &r[..V - 1], 1, &pool).is_err());
+        Ok(())
     }
 
     #[test]
