@@ -221,10 +221,13 @@ fn key_part(v: &Value) -> KeyPart {
     }
 }
 
+/// A group's key and its aggregates' results.
+type GroupResult = (Vec<Value>, Vec<Value>);
+
 /// Groups of one chunk (or of the whole scan): keys in first-seen order, accumulators.
 #[derive(Debug, Default)]
 struct Groups {
-    /// Where each key is, for [`Groups::slot`] (empty in groups built by [`Groups::push`]).
+    /// Where each key is, for [`Groups::slot`].
     index: FxHashMap<Vec<KeyPart>, usize>,
     /// The same for keys of one integral value (no key allocated, none dereferenced).
     ints: FxHashMap<i128, usize>,
@@ -283,9 +286,21 @@ impl Groups {
 
     /// Adds a group without looking its key up: the merged groups, whose keys are distinct
     /// by construction, put back in first-seen order for the results.
-    fn push(&mut self, key: Vec<Value>, accs: Vec<Acc>) {
-        self.keys.push(key);
-        self.accs.push(accs);
+    /// Each group's key and its aggregates' results, in order.
+    fn results(self, q: &Query) -> Vec<GroupResult> {
+        self.keys
+            .into_iter()
+            .zip(self.accs)
+            .map(|(key, accs)| {
+                let aggs = q
+                    .aggregates
+                    .iter()
+                    .zip(&accs)
+                    .map(|(a, acc)| acc.result(a.func, a.ty, a.arg.as_ref().map(Expr::ty)))
+                    .collect();
+                (key, aggs)
+            })
+            .collect()
     }
 
     fn merge(&mut self, other: Groups, naggs: usize) {
@@ -648,15 +663,16 @@ impl Merger {
         }
     }
 
-    /// The groups in first-seen order, with one accumulator object each for the results.
-    fn finish(self, q: &Query) -> Result<Groups> {
+    /// The groups in first-seen order: each one's key and its aggregates' results (computed
+    /// from the accumulator arrays group by group, with no accumulator object kept per group).
+    fn finish(self, q: &Query) -> Result<Vec<GroupResult>> {
         if let Some((range, parts)) = &self.direct {
             // Each part's groups in key order (its accumulators read in order), in parallel,
             // then all of them put in first-seen order.
             let ty = range.ty;
             let shared = &self.shared;
             #[allow(clippy::type_complexity)]
-            let built: Vec<Vec<((u32, u32), Vec<Value>, Vec<Acc>)>> = parts
+            let built: Vec<Vec<((u32, u32), Vec<Value>, Vec<Value>)>> = parts
                 .par_iter()
                 .map(|m| {
                     m.first
@@ -665,26 +681,23 @@ impl Merger {
                         .filter(|(_, f)| **f != UNSEEN)
                         .map(|(g, &f)| {
                             let key = make_integral(i128::from(m.base) + g as i128, ty)?;
-                            let accs = q
+                            let aggs = q
                                 .aggregates
                                 .iter()
                                 .enumerate()
                                 .map(|(i, a)| {
-                                    m.dense[shared[i]].to_acc(g, a.arg.as_ref().map(Expr::ty))
+                                    let arg = a.arg.as_ref().map(Expr::ty);
+                                    m.dense[shared[i]].to_acc(g, arg).result(a.func, a.ty, arg)
                                 })
                                 .collect();
-                            Ok((f, vec![key], accs))
+                            Ok((f, vec![key], aggs))
                         })
                         .collect::<Result<Vec<_>>>()
                 })
                 .collect::<Result<_>>()?;
             let mut all: Vec<_> = built.into_iter().flatten().collect();
             all.sort_unstable_by_key(|g| g.0);
-            let mut groups = Groups::default();
-            for (_, key, accs) in all {
-                groups.push(key, accs);
-            }
-            return Ok(groups);
+            return Ok(all.into_iter().map(|(_, key, aggs)| (key, aggs)).collect());
         }
         let mut parts = self.parts;
         let mut order: Vec<((u32, u32), usize, usize)> = parts
@@ -693,16 +706,21 @@ impl Merger {
             .flat_map(|(p, m)| m.first.iter().enumerate().map(move |(g, &f)| (f, p, g)))
             .collect();
         order.sort_unstable();
-        let mut groups = Groups::default();
+        let mut groups = Vec::with_capacity(order.len());
         for (_, p, g) in order {
             let m = &mut parts[p];
-            let accs = q
+            let aggs = q
                 .aggregates
                 .iter()
                 .enumerate()
-                .map(|(i, a)| m.dense[self.shared[i]].to_acc(g, a.arg.as_ref().map(Expr::ty)))
+                .map(|(i, a)| {
+                    let arg = a.arg.as_ref().map(Expr::ty);
+                    m.dense[self.shared[i]]
+                        .to_acc(g, arg)
+                        .result(a.func, a.ty, arg)
+                })
                 .collect();
-            groups.push(std::mem::take(&mut m.groups.keys[g]), accs);
+            groups.push((std::mem::take(&mut m.groups.keys[g]), aggs));
         }
         Ok(groups)
     }
@@ -954,23 +972,16 @@ impl Table {
         }
         let mut all = match merger {
             Some(m) => m.finish(q)?,
-            None => rows,
+            None => rows.results(q),
         };
-        if q.keys.is_empty() && all.keys.is_empty() {
-            all.slot(Vec::new(), naggs);
+        if q.keys.is_empty() && all.is_empty() {
+            let mut one = Groups::default();
+            one.slot(Vec::new(), naggs);
+            all = one.results(q);
         }
-        let mut rows = Vec::with_capacity(all.keys.len());
-        for (key, accs) in all.keys.iter().zip(&all.accs) {
-            let aggs: Vec<Value> = q
-                .aggregates
-                .iter()
-                .zip(accs)
-                .map(|(a, acc)| acc.result(a.func, a.ty, a.arg.as_ref().map(Expr::ty)))
-                .collect();
-            let row = AggRow {
-                aggs: &aggs,
-                keys: key,
-            };
+        let mut rows = Vec::with_capacity(all.len());
+        for (key, aggs) in &all {
+            let row = AggRow { aggs, keys: key };
             if let Some(h) = &q.having
                 && expr::eval(h, &row)? != Value::Bool(true)
             {
