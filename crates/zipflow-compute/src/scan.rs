@@ -665,7 +665,10 @@ impl Merger {
 
     /// The groups in first-seen order: each one's key and its aggregates' results (computed
     /// from the accumulator arrays group by group, with no accumulator object kept per group).
-    fn finish(self, q: &Query) -> Result<Vec<GroupResult>> {
+    ///
+    /// With `by_key`, groups merged by key value come in key order instead (the rows are
+    /// sorted by the key next, and a sorted input sorts in one pass).
+    fn finish(self, q: &Query, by_key: bool) -> Result<Vec<GroupResult>> {
         if let Some((range, parts)) = &self.direct {
             // Each part's groups in key order (its accumulators read in order), in parallel,
             // then all of them put in first-seen order.
@@ -695,8 +698,11 @@ impl Merger {
                         .collect::<Result<Vec<_>>>()
                 })
                 .collect::<Result<_>>()?;
+            // Parts cover ascending key ranges, each built in key order.
             let mut all: Vec<_> = built.into_iter().flatten().collect();
-            all.sort_unstable_by_key(|g| g.0);
+            if !by_key {
+                all.sort_unstable_by_key(|g| g.0);
+            }
             return Ok(all.into_iter().map(|(_, key, aggs)| (key, aggs)).collect());
         }
         let mut parts = self.parts;
@@ -868,10 +874,11 @@ impl Table {
             None => rows.len(),
         };
         let shown = q.output.len() - q.hidden;
-        let rows = rows[start..end]
-            .iter()
-            .map(|r| r[..shown].to_vec())
-            .collect();
+        rows.truncate(end);
+        rows.drain(..start);
+        for r in &mut rows {
+            r.truncate(shown);
+        }
         Ok(QueryResult {
             names: q.output[..shown].iter().map(|o| o.name.clone()).collect(),
             types: q.output[..shown].iter().map(|o| o.expr.ty()).collect(),
@@ -970,8 +977,14 @@ impl Table {
             }
             first = end;
         }
+        // Ordered first by the only key, the groups need no first-seen order: every key is
+        // one group, so ORDER BY alone decides their order.
+        let by_key = q.keys.len() == 1
+            && q.order_by.first().is_some_and(|&(o, _)| {
+                matches!(q.output.get(o).map(|c| &c.expr), Some(Expr::KeyRef(0, _)))
+            });
         let mut all = match merger {
-            Some(m) => m.finish(q)?,
+            Some(m) => m.finish(q, by_key)?,
             None => rows.results(q),
         };
         if q.keys.is_empty() && all.is_empty() {

@@ -998,6 +998,17 @@ fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
         queries.push(format!(
             "SELECT {key}, count(*), sum(p) FROM t WHERE s > 100 GROUP BY {key}"
         ));
+        // Ordered by the key (groups merged by value then skip the first-seen order), in
+        // both directions, behind a LIMIT and OFFSET, and by the key as a second item.
+        queries.push(format!(
+            "SELECT count(*), {key}, max(a) FROM t GROUP BY {key} ORDER BY {key}"
+        ));
+        queries.push(format!(
+            "SELECT {key} AS x, sum(s) FROM t GROUP BY {key} ORDER BY x DESC LIMIT 50 OFFSET 7"
+        ));
+        queries.push(format!(
+            "SELECT {key}, count(*) AS c FROM t GROUP BY {key} ORDER BY c, {key}"
+        ));
     }
     let queries: Vec<String> = queries
         .iter()
@@ -1009,5 +1020,6 @@ fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
     }
     // Every value of `k` is a group; `z`'s nulls are one.
     assert_eq!(run(&path, &queries[0], 2, false).len(), 40_960);
-    assert_eq!(run(&path, &queries[8], 1, false).len(), 2000);
+    assert_eq!(run(&path, &queries[20], 1, false).len(), 2000);
+    assert_eq!(run(&path, &queries[3], 2, false).len(), 50);
 }
