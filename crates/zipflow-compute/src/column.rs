@@ -1297,6 +1297,250 @@ mod fused512 {
     }
 }
 
+/// The fused kernels written with AVX2: a row of one vector is four 256-bit registers, each
+/// compared at once (unsigned `<=` as `min(a, b) == a`, or as a signed compare with the
+/// sign bits flipped for 64-bit lanes) and its lane masks gathered into bits with a
+/// `movemask`. The portable kernels compiled for AVX2 leave LLVM to assemble those bits,
+/// which it does a bit at a time.
+#[cfg(target_arch = "x86_64")]
+mod fused256 {
+    use std::arch::x86_64::*;
+
+    macro_rules! kernel {
+        ($name:ident, $t:ty, $splat:ident, $shr:ident, $shl:ident, $sub:ident, $le:ident,
+         $bits:ident) => {
+            /// As the portable kernel of the same type.
+            #[target_feature(enable = "avx2")]
+            pub(super) fn $name(
+                packed: &[$t],
+                width: usize,
+                l: $t,
+                span: $t,
+                limit: $t,
+                out: &mut [u64; 16],
+            ) -> bool {
+                const T: usize = <$t>::BITS as usize;
+                const LANES: usize = 1024 / T;
+                const V: usize = 256 / T;
+                let fmask: $t = if width >= T {
+                    <$t>::MAX
+                } else {
+                    ((1 as $t) << width) - 1
+                };
+                let (vl, vspan, vlim, vmask) =
+                    ($splat(l), $splat(span), $splat(limit), $splat(fmask));
+                let ones = _mm256_set1_epi8(-1);
+                let mut over = _mm256_setzero_si256();
+                // Without a code bound to check, skip that compare.
+                let check = limit != <$t>::MAX;
+                *out = [0; 16];
+                for row in 0..T {
+                    let bit = row * width;
+                    let (k, s) = (bit / T, bit % T);
+                    let base = fastlanes::FL_ORDER[row / 8] * 16 + (row % 8) * 128;
+                    let lo = &packed[k * LANES..(k + 1) * LANES];
+                    let spill = s + width > T;
+                    let hi = if spill {
+                        &packed[(k + 1) * LANES..(k + 2) * LANES]
+                    } else {
+                        lo
+                    };
+                    let mut m = [_mm256_setzero_si256(); 4];
+                    for (h, m) in m.iter_mut().enumerate() {
+                        // SAFETY: `lo` and `hi` hold `LANES == 4 * V` values; this reads
+                        // values `h * V .. (h + 1) * V` of each (unaligned loads).
+                        let (a, b) = unsafe {
+                            (
+                                _mm256_loadu_si256(lo.as_ptr().add(h * V).cast()),
+                                _mm256_loadu_si256(hi.as_ptr().add(h * V).cast()),
+                            )
+                        };
+                        let mut v = $shr(a, s as u32);
+                        if spill {
+                            v = _mm256_or_si256(v, $shl(b, (T - s) as u32));
+                        }
+                        v = _mm256_and_si256(v, vmask);
+                        *m = $le($sub(v, vl), vspan);
+                        if check {
+                            over = _mm256_or_si256(over, _mm256_xor_si256($le(v, vlim), ones));
+                        }
+                    }
+                    let bits: u128 = $bits(&m);
+                    if LANES >= 64 {
+                        // One word (16-bit lanes) or two (bytes).
+                        out[base / 64] |= bits as u64;
+                        if LANES == 128 {
+                            out[base / 64 + 1] |= (bits >> 64) as u64;
+                        }
+                    } else {
+                        out[base / 64] |= (bits as u64) << (base % 64);
+                    }
+                }
+                _mm256_testz_si256(over, over) == 0
+            }
+        };
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn count(s: u32) -> __m128i {
+        _mm_cvtsi32_si128(s as i32)
+    }
+
+    macro_rules! ops {
+        ($t:ty, $splat:ident, $set1:ident, $st:ty, $shr:ident, $srl:ident, $shl:ident, $sll:ident,
+         $sub:ident, $vsub:ident) => {
+            #[inline]
+            #[target_feature(enable = "avx2")]
+            fn $splat(x: $t) -> __m256i {
+                $set1(x as $st)
+            }
+            #[inline]
+            #[target_feature(enable = "avx2")]
+            fn $shr(a: __m256i, s: u32) -> __m256i {
+                $srl(a, count(s))
+            }
+            #[inline]
+            #[target_feature(enable = "avx2")]
+            fn $shl(a: __m256i, s: u32) -> __m256i {
+                $sll(a, count(s))
+            }
+            #[inline]
+            #[target_feature(enable = "avx2")]
+            fn $sub(a: __m256i, b: __m256i) -> __m256i {
+                $vsub(a, b)
+            }
+        };
+    }
+
+    ops!(
+        u64,
+        splat64,
+        _mm256_set1_epi64x,
+        i64,
+        shr64,
+        _mm256_srl_epi64,
+        shl64,
+        _mm256_sll_epi64,
+        sub64,
+        _mm256_sub_epi64
+    );
+    ops!(
+        u32,
+        splat32,
+        _mm256_set1_epi32,
+        i32,
+        shr32,
+        _mm256_srl_epi32,
+        shl32,
+        _mm256_sll_epi32,
+        sub32,
+        _mm256_sub_epi32
+    );
+    ops!(
+        u16,
+        splat16,
+        _mm256_set1_epi16,
+        i16,
+        shr16,
+        _mm256_srl_epi16,
+        shl16,
+        _mm256_sll_epi16,
+        sub16,
+        _mm256_sub_epi16
+    );
+
+    // Bytes: no 8-bit shifts, so shift 16-bit words and clear the bits that crossed bytes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn splat8(x: u8) -> __m256i {
+        _mm256_set1_epi8(x as i8)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn shr8(a: __m256i, s: u32) -> __m256i {
+        _mm256_and_si256(_mm256_srl_epi16(a, count(s)), splat8(0xFF >> s))
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn shl8(a: __m256i, s: u32) -> __m256i {
+        _mm256_and_si256(_mm256_sll_epi16(a, count(s)), splat8((0xFFu32 << s) as u8))
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn sub8(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_sub_epi8(a, b)
+    }
+
+    // Unsigned `a <= b` as lane masks.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn le8(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_cmpeq_epi8(_mm256_min_epu8(a, b), a)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn le16(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_cmpeq_epi16(_mm256_min_epu16(a, b), a)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn le32(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_cmpeq_epi32(_mm256_min_epu32(a, b), a)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn le64(a: __m256i, b: __m256i) -> __m256i {
+        let sign = _mm256_set1_epi64x(i64::MIN);
+        let gt = _mm256_cmpgt_epi64(_mm256_xor_si256(a, sign), _mm256_xor_si256(b, sign));
+        _mm256_xor_si256(gt, _mm256_set1_epi8(-1))
+    }
+
+    // Four registers' lane masks as `LANES` bits, register `h`'s lanes at `h * V`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn bits8(m: &[__m256i; 4]) -> u128 {
+        m.iter().enumerate().fold(0u128, |acc, (h, &x)| {
+            acc | u128::from(_mm256_movemask_epi8(x) as u32) << (32 * h)
+        })
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn bits16(m: &[__m256i; 4]) -> u128 {
+        // Packing two registers of 16-bit masks into bytes interleaves their 128-bit halves;
+        // the permute puts them back in order.
+        let pair = |a: __m256i, b: __m256i| {
+            let packed = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi16(a, b));
+            u128::from(_mm256_movemask_epi8(packed) as u32)
+        };
+        pair(m[0], m[1]) | (pair(m[2], m[3]) << 32)
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn bits32(m: &[__m256i; 4]) -> u128 {
+        m.iter().enumerate().fold(0u128, |acc, (h, &x)| {
+            acc | u128::from(_mm256_movemask_ps(_mm256_castsi256_ps(x)) as u32) << (8 * h)
+        })
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn bits64(m: &[__m256i; 4]) -> u128 {
+        m.iter().enumerate().fold(0u128, |acc, (h, &x)| {
+            acc | u128::from(_mm256_movemask_pd(_mm256_castsi256_pd(x)) as u32) << (4 * h)
+        })
+    }
+
+    kernel!(fused_u8, u8, splat8, shr8, shl8, sub8, le8, bits8);
+    kernel!(fused_u16, u16, splat16, shr16, shl16, sub16, le16, bits16);
+    kernel!(fused_u32, u32, splat32, shr32, shl32, sub32, le32, bits32);
+    kernel!(fused_u64, u64, splat64, shr64, shl64, sub64, le64, bits64);
+
+    /// Whether the CPU runs these kernels.
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+}
+
 /// `bits` as one byte per value (`mask[i] = bit i`), for the first `n` values.
 pub fn bits_to_mask(bits: &[u64; 16], n: usize, mask: &mut [u8]) {
     for (i, m) in mask[..n].iter_mut().enumerate() {
@@ -1402,6 +1646,11 @@ impl ChunkColumn<'_> {
                         // SAFETY: the CPU supports AVX-512F/BW (checked just above).
                         unsafe {
                             fused512::$kernel(src, p.width, l as $t, span as $t, limit, &mut out)
+                        }
+                    } else if fused256::available() {
+                        // SAFETY: the CPU supports AVX2 (checked just above).
+                        unsafe {
+                            fused256::$kernel(src, p.width, l as $t, span as $t, limit, &mut out)
                         }
                     } else {
                         fused_dispatch!(
@@ -1527,6 +1776,15 @@ mod tests {
                                 fused512::$kernel(&packed, width, l, span, limit, &mut got)
                             };
                             assert_eq!((got, bad), (want, want_bad), "width {width}, AVX-512");
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        if fused256::available() {
+                            let mut got = [0u64; 16];
+                            // SAFETY: the CPU supports AVX2 (checked just above).
+                            let bad = unsafe {
+                                fused256::$kernel(&packed, width, l, span, limit, &mut got)
+                            };
+                            assert_eq!((got, bad), (want, want_bad), "width {width}, AVX2");
                         }
                     }
                 }
