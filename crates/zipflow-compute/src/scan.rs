@@ -284,8 +284,6 @@ impl Groups {
         }
     }
 
-    /// Adds a group without looking its key up: the merged groups, whose keys are distinct
-    /// by construction, put back in first-seen order for the results.
     /// Each group's key and its aggregates' results, in order.
     fn results(self, q: &Query) -> Vec<GroupResult> {
         self.keys
@@ -671,7 +669,7 @@ impl Merger {
     fn finish(self, q: &Query, by_key: bool) -> Result<Vec<GroupResult>> {
         if let Some((range, parts)) = &self.direct {
             // Each part's groups in key order (its accumulators read in order), in parallel,
-            // then all of them put in first-seen order.
+            // then all of them put in first-seen order (unless `by_key`).
             let ty = range.ty;
             let shared = &self.shared;
             #[allow(clippy::type_complexity)]
