@@ -1307,8 +1307,44 @@ mod fused256 {
     use std::arch::x86_64::*;
 
     macro_rules! kernel {
-        ($name:ident, $t:ty, $splat:ident, $shr:ident, $shl:ident, $sub:ident, $le:ident,
-         $bits:ident) => {
+        ($name:ident, $row:ident, $t:ty, $splat:ident, $shr:ident, $shl:ident, $sub:ident,
+         $le:ident, $bits:ident) => {
+            /// The `width`-bit fields of row `row` of every lane (`vmask` keeps `width` bits),
+            /// in four registers: lanes `h * V ..` in register `h`.
+            #[inline]
+            #[target_feature(enable = "avx2")]
+            fn $row(packed: &[$t], width: usize, row: usize, vmask: __m256i) -> [__m256i; 4] {
+                const T: usize = <$t>::BITS as usize;
+                const LANES: usize = 1024 / T;
+                const V: usize = 256 / T;
+                let bit = row * width;
+                let (k, s) = (bit / T, bit % T);
+                let lo = &packed[k * LANES..(k + 1) * LANES];
+                let spill = s + width > T;
+                let hi = if spill {
+                    &packed[(k + 1) * LANES..(k + 2) * LANES]
+                } else {
+                    lo
+                };
+                let mut v = [_mm256_setzero_si256(); 4];
+                for (h, v) in v.iter_mut().enumerate() {
+                    // SAFETY: `lo` and `hi` hold `LANES == 4 * V` values; this reads values
+                    // `h * V .. (h + 1) * V` of each (unaligned loads).
+                    let (a, b) = unsafe {
+                        (
+                            _mm256_loadu_si256(lo.as_ptr().add(h * V).cast()),
+                            _mm256_loadu_si256(hi.as_ptr().add(h * V).cast()),
+                        )
+                    };
+                    let mut x = $shr(a, s as u32);
+                    if spill {
+                        x = _mm256_or_si256(x, $shl(b, (T - s) as u32));
+                    }
+                    *v = _mm256_and_si256(x, vmask);
+                }
+                v
+            }
+
             /// As the portable kernel of the same type.
             #[target_feature(enable = "avx2")]
             pub(super) fn $name(
@@ -1321,7 +1357,6 @@ mod fused256 {
             ) -> bool {
                 const T: usize = <$t>::BITS as usize;
                 const LANES: usize = 1024 / T;
-                const V: usize = 256 / T;
                 let fmask: $t = if width >= T {
                     <$t>::MAX
                 } else {
@@ -1335,31 +1370,9 @@ mod fused256 {
                 let check = limit != <$t>::MAX;
                 *out = [0; 16];
                 for row in 0..T {
-                    let bit = row * width;
-                    let (k, s) = (bit / T, bit % T);
                     let base = fastlanes::FL_ORDER[row / 8] * 16 + (row % 8) * 128;
-                    let lo = &packed[k * LANES..(k + 1) * LANES];
-                    let spill = s + width > T;
-                    let hi = if spill {
-                        &packed[(k + 1) * LANES..(k + 2) * LANES]
-                    } else {
-                        lo
-                    };
                     let mut m = [_mm256_setzero_si256(); 4];
-                    for (h, m) in m.iter_mut().enumerate() {
-                        // SAFETY: `lo` and `hi` hold `LANES == 4 * V` values; this reads
-                        // values `h * V .. (h + 1) * V` of each (unaligned loads).
-                        let (a, b) = unsafe {
-                            (
-                                _mm256_loadu_si256(lo.as_ptr().add(h * V).cast()),
-                                _mm256_loadu_si256(hi.as_ptr().add(h * V).cast()),
-                            )
-                        };
-                        let mut v = $shr(a, s as u32);
-                        if spill {
-                            v = _mm256_or_si256(v, $shl(b, (T - s) as u32));
-                        }
-                        v = _mm256_and_si256(v, vmask);
+                    for (m, &v) in m.iter_mut().zip(&$row(packed, width, row, vmask)) {
                         *m = $le($sub(v, vl), vspan);
                         if check {
                             over = _mm256_or_si256(over, _mm256_xor_si256($le(v, vlim), ones));
@@ -1530,11 +1543,16 @@ mod fused256 {
         })
     }
 
-    kernel!(fused_u8, u8, splat8, shr8, shl8, sub8, le8, bits8);
-    kernel!(fused_u16, u16, splat16, shr16, shl16, sub16, le16, bits16);
-    kernel!(fused_u32, u32, splat32, shr32, shl32, sub32, le32, bits32);
+    kernel!(fused_u8, row8, u8, splat8, shr8, shl8, sub8, le8, bits8);
+    kernel!(
+        fused_u16, row16, u16, splat16, shr16, shl16, sub16, le16, bits16
+    );
+    kernel!(
+        fused_u32, row32, u32, splat32, shr32, shl32, sub32, le32, bits32
+    );
     kernel!(
         fused_u64_wide,
+        row64,
         u64,
         splat64,
         shr64,
@@ -1563,7 +1581,6 @@ mod fused256 {
         if width > 32 || l > max {
             return fused_u64_wide(packed, width, l, span, limit, out);
         }
-        const LANES: usize = 16;
         // Fields below 2^32: the range past u32::MAX and a code bound past it change nothing.
         let (l32, span32, lim32) = (l as u32, (hi.min(max) - l) as u32, limit.min(max) as u32);
         let fmask = if width == 32 {
@@ -1584,32 +1601,8 @@ mod fused256 {
         };
         *out = [0; 16];
         for row in 0..64 {
-            let bit = row * width;
-            let (k, s) = (bit / 64, bit % 64);
             let base = fastlanes::FL_ORDER[row / 8] * 16 + (row % 8) * 128;
-            let lo = &packed[k * LANES..(k + 1) * LANES];
-            let spill = s + width > 64;
-            let hi = if spill {
-                &packed[(k + 1) * LANES..(k + 2) * LANES]
-            } else {
-                lo
-            };
-            let mut v = [_mm256_setzero_si256(); 4];
-            for (h, v) in v.iter_mut().enumerate() {
-                // SAFETY: `lo` and `hi` hold 16 values; this reads values `4 * h .. 4 * h + 4`
-                // of each (unaligned loads).
-                let (a, b) = unsafe {
-                    (
-                        _mm256_loadu_si256(lo.as_ptr().add(4 * h).cast()),
-                        _mm256_loadu_si256(hi.as_ptr().add(4 * h).cast()),
-                    )
-                };
-                let mut x = shr64(a, s as u32);
-                if spill {
-                    x = _mm256_or_si256(x, shl64(b, (64 - s) as u32));
-                }
-                *v = _mm256_and_si256(x, vmask);
-            }
+            let v = row64(packed, width, row, vmask);
             let (n0, n1) = (narrow(v[0], v[1]), narrow(v[2], v[3]));
             let (m0, m1) = (le32(sub32(n0, vl), vspan), le32(sub32(n1, vl), vspan));
             let bits = _mm256_movemask_ps(_mm256_castsi256_ps(m0)) as u64

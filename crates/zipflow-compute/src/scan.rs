@@ -682,16 +682,7 @@ impl Merger {
                         .filter(|(_, f)| **f != UNSEEN)
                         .map(|(g, &f)| {
                             let key = make_integral(i128::from(m.base) + g as i128, ty)?;
-                            let aggs = q
-                                .aggregates
-                                .iter()
-                                .enumerate()
-                                .map(|(i, a)| {
-                                    let arg = a.arg.as_ref().map(Expr::ty);
-                                    m.dense[shared[i]].to_acc(g, arg).result(a.func, a.ty, arg)
-                                })
-                                .collect();
-                            Ok((f, vec![key], aggs))
+                            Ok((f, vec![key], group_results(q, shared, &m.dense, g)))
                         })
                         .collect::<Result<Vec<_>>>()
                 })
@@ -713,21 +704,24 @@ impl Merger {
         let mut groups = Vec::with_capacity(order.len());
         for (_, p, g) in order {
             let m = &mut parts[p];
-            let aggs = q
-                .aggregates
-                .iter()
-                .enumerate()
-                .map(|(i, a)| {
-                    let arg = a.arg.as_ref().map(Expr::ty);
-                    m.dense[self.shared[i]]
-                        .to_acc(g, arg)
-                        .result(a.func, a.ty, arg)
-                })
-                .collect();
+            let aggs = group_results(q, &self.shared, &m.dense, g);
             groups.push((std::mem::take(&mut m.groups.keys[g]), aggs));
         }
         Ok(groups)
     }
+}
+
+/// The aggregates' results of group `g` of merged accumulator arrays (aggregate `i` reads
+/// the arrays of `shared[i]`).
+fn group_results(q: &Query, shared: &[usize], dense: &[DenseAcc], g: usize) -> Vec<Value> {
+    q.aggregates
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let arg = a.arg.as_ref().map(Expr::ty);
+            dense[shared[i]].to_acc(g, arg).result(a.func, a.ty, arg)
+        })
+        .collect()
 }
 
 /// Whether an aggregate's argument is a float (its sums, minima and maxima kept in `f64`).
