@@ -287,6 +287,9 @@ thread_local! {
     static UNPACKED: std::cell::RefCell<Vec<u64>> = std::cell::RefCell::new(vec![0; BLOCK]);
 }
 
+/// Blocks ahead of the one gathered from whose packed words are prefetched.
+const GATHER_PREFETCH_BLOCKS: usize = 2;
+
 impl PackedCol<'_> {
     /// Unpacks block `b` into a reused buffer and hands its first `n` words to `f`.
     fn with_block<R>(&self, b: usize, n: usize, f: impl FnOnce(Unpacked<'_>) -> R) -> R {
@@ -337,6 +340,10 @@ impl PackedCol<'_> {
                 let mut tmp = [MaybeUninit::<U>::uninit(); BLOCK];
                 let per = BLOCK * self.width / U::BITS as usize;
                 let src = &w[b * per..(b + 1) * per];
+                // A few values per block are scattered over its words, a pattern the hardware
+                // prefetcher does not follow: fetch a later block's words while this one's
+                // are read, so the gather does not wait on DRAM.
+                crate::prefetch::ahead(w, (b + GATHER_PREFETCH_BLOCKS) * per, per);
                 // SAFETY: as in `with_block`; every index is below 1024 (positions within a
                 // block).
                 unsafe { U::unchecked_unpack_indices(self.width, src, idx, &mut tmp[..k]) };
@@ -1305,6 +1312,7 @@ mod fused512 {
 #[cfg(target_arch = "x86_64")]
 mod fused256 {
     use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
 
     macro_rules! kernel {
         ($name:ident, $row:ident, $t:ty, $splat:ident, $shr:ident, $shl:ident, $sub:ident,
@@ -1563,8 +1571,10 @@ mod fused256 {
     );
 
     /// As the portable kernel of the same type. Fields of up to 32 bits compared against a
-    /// range that does not wrap are narrowed to 32-bit lanes, two registers into one, before
-    /// the compare: eight values a compare instead of four, and no 64-bit unsigned compare.
+    /// range that does not wrap are compared in 32-bit lanes: each lane's stream of 64-bit
+    /// words holds the same bits as a stream of twice as many 32-bit words (low half first),
+    /// so the words are split into halves once, and every row is then two registers of eight
+    /// fields (not four of four narrowed row by row), with no 64-bit unsigned compare.
     #[target_feature(enable = "avx2")]
     pub(super) fn fused_u64(
         packed: &[u64],
@@ -1574,36 +1584,69 @@ mod fused256 {
         limit: u64,
         out: &mut [u64; 16],
     ) -> bool {
+        const LANES: usize = 16;
         let max = u64::from(u32::MAX);
         let Some(hi) = l.checked_add(span) else {
             return fused_u64_wide(packed, width, l, span, limit, out);
         };
-        if width > 32 || l > max {
+        if width == 0 || width > 32 || l > max || packed.len() != LANES * width {
             return fused_u64_wide(packed, width, l, span, limit, out);
         }
         // Fields below 2^32: the range past u32::MAX and a code bound past it change nothing.
         let (l32, span32, lim32) = (l as u32, (hi.min(max) - l) as u32, limit.min(max) as u32);
         let fmask = if width == 32 {
-            max
+            u32::MAX
         } else {
-            (1u64 << width) - 1
+            (1u32 << width) - 1
         };
-        let vmask = _mm256_set1_epi64x(fmask as i64);
         let (vl, vspan, vlim) = (splat32(l32), splat32(span32), splat32(lim32));
+        let vmask = splat32(fmask);
         let ones = _mm256_set1_epi8(-1);
         let mut over = _mm256_setzero_si256();
         let check = limit < max;
-        // The low halves of two registers' 64-bit lanes, in order: four of `a`, four of `b`.
-        let narrow = |a: __m256i, b: __m256i| {
-            let even =
-                _mm256_shuffle_ps::<0b10_00_10_00>(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b));
-            _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_castps_si256(even))
+        // Even 32-bit elements of two registers are their words' low halves, odd ones the
+        // high halves; the permute restores lane order across the 128-bit halves.
+        let split = |x: __m256, y: __m256| {
+            let lo = _mm256_shuffle_ps::<0b10_00_10_00>(x, y);
+            let hi = _mm256_shuffle_ps::<0b11_01_11_01>(x, y);
+            (
+                _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_castps_si256(lo)),
+                _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_castps_si256(hi)),
+            )
         };
+        // halves[2k + h][g]: half `h` (0 low, 1 high) of word `k` of lanes `8g .. 8g + 8`.
+        // Only the first `2 * width` are written and read: zeroing all 4 KiB cost more than
+        // the rows' compares at narrow widths.
+        let mut halves = [MaybeUninit::<[__m256i; 2]>::uninit(); 64];
+        for k in 0..width {
+            let at = |g: usize| {
+                // SAFETY: `packed.len() == 16 * width` (checked above) and `k < width`: words
+                // `16k + 4g .. 16k + 4g + 4` are in bounds for `g < 4`.
+                let p = unsafe { packed.as_ptr().add(LANES * k + 4 * g) };
+                // SAFETY: `p` points at four readable words (above).
+                _mm256_castsi256_ps(unsafe { _mm256_loadu_si256(p.cast()) })
+            };
+            let ((lo0, hi0), (lo1, hi1)) = (split(at(0), at(1)), split(at(2), at(3)));
+            halves[2 * k].write([lo0, lo1]);
+            halves[2 * k + 1].write([hi0, hi1]);
+        }
         *out = [0; 16];
         for row in 0..64 {
             let base = fastlanes::FL_ORDER[row / 8] * 16 + (row % 8) * 128;
-            let v = row64(packed, width, row, vmask);
-            let (n0, n1) = (narrow(v[0], v[1]), narrow(v[2], v[3]));
+            let bit = row * width;
+            let (k, s) = (bit / 32, (bit % 32) as u32);
+            // SAFETY: `k < 2 * width` (bit < 64 * width): written above.
+            let lo = unsafe { halves[k].assume_init() };
+            let mut n = [shr32(lo[0], s), shr32(lo[1], s)];
+            if s as usize + width > 32 {
+                // The last field ends at bit 64 * width, the end of half 2 * width - 1, so a
+                // field that spills reads a half that was filled.
+                // SAFETY: as just said, `k + 1 < 2 * width`.
+                let up = unsafe { halves[k + 1].assume_init() };
+                n[0] = _mm256_or_si256(n[0], shl32(up[0], 32 - s));
+                n[1] = _mm256_or_si256(n[1], shl32(up[1], 32 - s));
+            }
+            let (n0, n1) = (_mm256_and_si256(n[0], vmask), _mm256_and_si256(n[1], vmask));
             let (m0, m1) = (le32(sub32(n0, vl), vspan), le32(sub32(n1, vl), vspan));
             let bits = _mm256_movemask_ps(_mm256_castsi256_ps(m0)) as u64
                 | ((_mm256_movemask_ps(_mm256_castsi256_ps(m1)) as u64) << 8);

@@ -24,6 +24,7 @@ pub mod column;
 pub mod expr;
 pub mod like;
 pub mod ndvi;
+mod prefetch;
 pub mod query;
 pub mod raster;
 mod scan;

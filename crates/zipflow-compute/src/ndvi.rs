@@ -885,36 +885,15 @@ const SUM_PREFETCH_VECTORS: usize = 4;
 /// ahead prefetched.
 #[inline(always)]
 fn sum_prefetched(words: &[u32], per: usize, sum: impl Fn(&[u32]) -> u64) -> u64 {
-    prefetch_ahead(words, 0, SUM_PREFETCH_VECTORS * per);
+    crate::prefetch::ahead(words, 0, SUM_PREFETCH_VECTORS * per);
     words
         .chunks_exact(per)
         .enumerate()
         .map(|(i, v)| {
-            prefetch_ahead(words, (i + SUM_PREFETCH_VECTORS) * per, per);
+            crate::prefetch::ahead(words, (i + SUM_PREFETCH_VECTORS) * per, per);
             sum(v)
         })
         .sum()
-}
-
-/// Prefetches the cache lines of `words[at..at + len]` (those within `words`); elsewhere
-/// than on x86-64, nothing.
-#[inline(always)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn prefetch_ahead(words: &[u32], at: usize, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let end = (at + len).min(words.len());
-        let mut i = at;
-        while i < end {
-            // SAFETY: a prefetch of an address inside `words`; it reads nothing.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    words.as_ptr().add(i).cast::<i8>(),
-                )
-            };
-            i += 16;
-        }
-    }
 }
 
 /// Extracts the 32 values of each lane of a vector packed at `W` bits (FastLanes layout:
