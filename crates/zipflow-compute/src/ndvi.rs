@@ -654,48 +654,35 @@ macro_rules! unpack_table {
 }
 unpack_table!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
 
-/// Folds one vector pair into `acc`.
+/// Folds one vector pair into `acc`, with the kernels compiled for AVX2 and FMA when the CPU
+/// has them.
 #[inline]
 fn kernel(op: Op, n: &[u16; V], r: &[u16; V], acc: &mut Acc) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if x86::available() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            return unsafe { x86::kernel(op, n, r, acc) };
+        }
+    }
     match op {
         Op::SumNr => acc.n += u64::from(sum_nr(n, r)),
         Op::Count(t) => acc.n += u64::from(count_gt(n, r, t)),
-        Op::Sum | Op::SumRecip | Op::SumNewton => acc.f += f64::from(sum_ndvi(op, n, r)),
+        Op::Sum | Op::SumRecip | Op::SumNewton => acc.f += f64::from(sum_ndvi_portable(n, r)),
     }
 }
 
 /// SUM(N + R) of a vector: at most 1024 * 131070 < 2^32.
+#[inline(always)]
 fn sum_nr(n: &[u16; V], r: &[u16; V]) -> u32 {
-    #[inline(always)]
-    fn go(n: &[u16; V], r: &[u16; V]) -> u32 {
-        n.iter()
-            .zip(r)
-            .map(|(&a, &b)| u32::from(a) + u32::from(b))
-            .fold(0u32, u32::wrapping_add)
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx512bw")]
-        fn wide(n: &[u16; V], r: &[u16; V]) -> u32 {
-            go(n, r)
-        }
-        if std::arch::is_x86_feature_detected!("avx512bw") {
-            // SAFETY: the CPU supports AVX-512BW (checked just above).
-            return unsafe { wide(n, r) };
-        }
-        #[target_feature(enable = "avx2")]
-        fn avx2(n: &[u16; V], r: &[u16; V]) -> u32 {
-            go(n, r)
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { avx2(n, r) };
-        }
-    }
-    go(n, r)
+    n.iter()
+        .zip(r)
+        .map(|(&a, &b)| u32::from(a) + u32::from(b))
+        .fold(0u32, u32::wrapping_add)
 }
 
 /// COUNT(N * (10000 - k) > R * (10000 + k)) of a vector.
+#[inline(always)]
 fn count_gt(n: &[u16; V], r: &[u16; V], t: Threshold) -> u32 {
     if t.k >= 10000 {
         // NDVI <= 1 <= t.
@@ -708,56 +695,21 @@ fn count_gt(n: &[u16; V], r: &[u16; V], t: Threshold) -> u32 {
     // |k| <= 10000: both factors are in 0..=20000, products below 65535 * 20000 < 2^31.
     let a = (10000 - t.k) as i32;
     let b = (10000 + t.k) as i32;
-    #[inline(always)]
-    fn go(n: &[u16; V], r: &[u16; V], a: i32, b: i32) -> u32 {
-        n.iter()
-            .zip(r)
-            .map(|(&x, &y)| u32::from(i32::from(x) * a > i32::from(y) * b))
-            .sum()
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx512bw")]
-        fn wide(n: &[u16; V], r: &[u16; V], a: i32, b: i32) -> u32 {
-            go(n, r, a, b)
-        }
-        if std::arch::is_x86_feature_detected!("avx512bw") {
-            // SAFETY: the CPU supports AVX-512BW (checked just above).
-            return unsafe { wide(n, r, a, b) };
-        }
-        #[target_feature(enable = "avx2")]
-        fn avx2(n: &[u16; V], r: &[u16; V], a: i32, b: i32) -> u32 {
-            go(n, r, a, b)
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { avx2(n, r, a, b) };
-        }
-    }
-    go(n, r, a, b)
-}
-
-/// SUM(NDVI) of a vector in f32, pixels with N + R == 0 skipped.
-fn sum_ndvi(op: Op, n: &[u16; V], r: &[u16; V]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
-            return unsafe { x86::sum_ndvi(op, n, r) };
-        }
-    }
-    sum_ndvi_portable(n, r)
+    n.iter()
+        .zip(r)
+        .map(|(&x, &y)| u32::from(i32::from(x) * a > i32::from(y) * b))
+        .sum()
 }
 
 /// The portable SUM(NDVI): exact division for every variant (the reciprocal estimate is an x86
-/// instruction), eight partial sums in the same order as the AVX2 kernel's lanes.
+/// instruction), eight partial sums as the AVX2 kernel's lanes.
 fn sum_ndvi_portable(n: &[u16; V], r: &[u16; V]) -> f32 {
     let mut lanes = [0f32; 8];
     for (a, b) in n.chunks_exact(8).zip(r.chunks_exact(8)) {
         for i in 0..8 {
             let (x, y) = (f32::from(a[i]), f32::from(b[i]));
-            let s = x + y;
-            lanes[i] += if s > 0.0 { (x - y) / s } else { 0.0 };
+            // No-data pixels (x = y = 0) divide 0 by 1.
+            lanes[i] += (x - y) / (x + y).max(1.0);
         }
     }
     lanes.iter().sum()
@@ -765,48 +717,115 @@ fn sum_ndvi_portable(n: &[u16; V], r: &[u16; V]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Op, V};
+    use super::{Acc, Op, V, count_gt, sum_nr};
     use std::arch::x86_64::*;
 
-    /// SUM(NDVI) of a vector: four accumulators of eight f32 lanes.
-    #[target_feature(enable = "avx2")]
-    pub(super) fn sum_ndvi(op: Op, n: &[u16; V], r: &[u16; V]) -> f32 {
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let zero = _mm256_setzero_ps();
+    /// Whether the CPU runs these kernels.
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+
+    /// [`super::kernel`] for AVX2 and FMA: SUM(NDVI) in four accumulators of eight f32 lanes,
+    /// COUNT in 32-bit lanes; one loop per op.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn kernel(op: Op, n: &[u16; V], r: &[u16; V], acc: &mut Acc) {
+        match op {
+            // The compiler's own vectorisation of the portable sum was the faster one.
+            Op::SumNr => acc.n += u64::from(sum_nr(n, r)),
+            Op::Count(t) if t.k.abs() <= 10000 => {
+                // As in `count_gt`: factors in 0..=20000, products below 2^31.
+                acc.n += u64::from(count(n, r, (10000 - t.k) as i32, (10000 + t.k) as i32))
+            }
+            Op::Count(t) => acc.n += u64::from(count_gt(n, r, t)),
+            Op::SumRecip => acc.f += f64::from(sum_ndvi::<RECIP>(n, r)),
+            Op::SumNewton => acc.f += f64::from(sum_ndvi::<NEWTON>(n, r)),
+            Op::Sum => acc.f += f64::from(sum_ndvi::<DIVIDE>(n, r)),
+        }
+    }
+
+    const DIVIDE: u8 = 0;
+    const RECIP: u8 = 1;
+    const NEWTON: u8 = 2;
+
+    /// SUM(NDVI) of a vector, the quotient by `Q` (one of the three constants above).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn sum_ndvi<const Q: u8>(n: &[u16; V], r: &[u16; V]) -> f32 {
+        let one = _mm256_set1_ps(1.0);
         let two = _mm256_set1_ps(2.0);
+        let mut lanes = [_mm256_setzero_ps(); 4];
         for i in (0..V).step_by(32) {
-            for (j, a) in acc.iter_mut().enumerate() {
+            for (j, a) in lanes.iter_mut().enumerate() {
                 let k = i + 8 * j;
-                // SAFETY: `k + 8 <= V` (k steps by 8 up to V - 8): 16 readable bytes in both.
-                let (x, y) = unsafe {
-                    (
-                        _mm_loadu_si128(n.as_ptr().add(k).cast()),
-                        _mm_loadu_si128(r.as_ptr().add(k).cast()),
-                    )
-                };
-                let x = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(x));
-                let y = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(y));
-                let s = _mm256_add_ps(x, y);
+                let (x, y) = (ps8(n, k), ps8(r, k));
+                // N + R is a whole number: at least 1 unless both are 0 (no data), whose
+                // difference 0 divided by 1 adds nothing (no mask, no 0 / 0).
+                let s = _mm256_max_ps(_mm256_add_ps(x, y), one);
                 let d = _mm256_sub_ps(x, y);
-                let q = match op {
-                    Op::SumRecip => _mm256_mul_ps(d, _mm256_rcp_ps(s)),
-                    Op::SumNewton => {
+                let q = match Q {
+                    RECIP => _mm256_mul_ps(d, _mm256_rcp_ps(s)),
+                    NEWTON => {
                         let e = _mm256_rcp_ps(s);
-                        let e = _mm256_mul_ps(e, _mm256_sub_ps(two, _mm256_mul_ps(s, e)));
+                        let e = _mm256_mul_ps(e, _mm256_fnmadd_ps(s, e, two));
                         _mm256_mul_ps(d, e)
                     }
                     _ => _mm256_div_ps(d, s),
                 };
-                // s > 0 is false for no-data pixels (0 / 0 and 0 * inf are NaN).
-                let keep = _mm256_cmp_ps::<_CMP_GT_OQ>(s, zero);
-                *a = _mm256_add_ps(*a, _mm256_and_ps(q, keep));
+                *a = _mm256_add_ps(*a, q);
             }
         }
-        let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let s = _mm256_add_ps(
+            _mm256_add_ps(lanes[0], lanes[1]),
+            _mm256_add_ps(lanes[2], lanes[3]),
+        );
         let mut out = [0f32; 8];
         // SAFETY: `out` has room for eight f32.
         unsafe { _mm256_storeu_ps(out.as_mut_ptr(), s) };
         out.iter().sum()
+    }
+
+    /// The eight 32-bit lanes of four registers added up (wrapping).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn total(a: &[__m256i; 4]) -> u32 {
+        let s = _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3]));
+        let mut out = [0u32; 8];
+        // SAFETY: `out` has room for eight u32.
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), s) };
+        out.iter().fold(0u32, |a, &b| a.wrapping_add(b))
+    }
+
+    /// Eight pixels from `k` as 32-bit lanes.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn load8(b: &[u16; V], k: usize) -> __m256i {
+        let s = &b[k..k + 8];
+        // SAFETY: `s` holds 8 values (16 bytes).
+        _mm256_cvtepu16_epi32(unsafe { _mm_loadu_si128(s.as_ptr().cast()) })
+    }
+
+    /// Eight pixels from `k` as f32 lanes.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn ps8(b: &[u16; V], k: usize) -> __m256 {
+        _mm256_cvtepi32_ps(load8(b, k))
+    }
+
+    /// COUNT(N * a > R * b) of a vector (`a`, `b` in 0..=20000).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn count(n: &[u16; V], r: &[u16; V], a: i32, b: i32) -> u32 {
+        let (va, vb) = (_mm256_set1_epi32(a), _mm256_set1_epi32(b));
+        let mut c = [_mm256_setzero_si256(); 4];
+        for k in (0..V).step_by(32) {
+            for (j, c) in c.iter_mut().enumerate() {
+                let x = _mm256_mullo_epi32(load8(n, k + 8 * j), va);
+                let y = _mm256_mullo_epi32(load8(r, k + 8 * j), vb);
+                // A passing pixel's mask is -1: subtracting it counts it.
+                *c = _mm256_sub_epi32(*c, _mm256_cmpgt_epi32(x, y));
+            }
+        }
+        total(&c)
     }
 }
 
