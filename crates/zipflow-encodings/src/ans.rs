@@ -1007,8 +1007,9 @@ mod avx512 {
 /// Bit-identical to [`step_u8`], which the tests check.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{ByteBlock, LANES, PRECISION, TOTAL};
+    use super::{Block, ByteBlock, LANES, PRECISION, TOTAL};
     use std::arch::x86_64::*;
+    use zipflow_core::Int;
 
     /// Whether this CPU runs [`run`].
     pub(super) fn available() -> bool {
@@ -1043,6 +1044,27 @@ mod avx2 {
         words: &[u16],
         pos: &mut usize,
     ) -> __m128i {
+        let e = entries(table, x, words, pos);
+        // Byte 0 of each 32-bit lane, then the two 128-bit halves side by side.
+        let pick = _mm256_setr_epi8(
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1,
+            -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        );
+        let b = _mm256_shuffle_epi8(e, pick);
+        _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b))
+    }
+
+    /// One vector of 8 lanes: decodes a symbol from each state and refills from `words` at
+    /// `*pos` (at least 8 words must exist there); returns the table entries (the symbol in
+    /// the low byte).
+    #[inline]
+    #[target_feature(enable = "avx2,popcnt")]
+    fn entries(
+        table: &[u32; TOTAL as usize],
+        x: &mut __m256i,
+        words: &[u16],
+        pos: &mut usize,
+    ) -> __m256i {
         let mask = _mm256_set1_epi32((TOTAL - 1) as i32);
         let slot = _mm256_and_si256(*x, mask);
         // SAFETY: every index is `slot <= 4095`, inside the 4096-entry table.
@@ -1064,13 +1086,54 @@ mod avx2 {
         let refilled = _mm256_or_si256(_mm256_slli_epi32::<16>(y), w);
         *x = _mm256_blendv_epi8(y, refilled, need);
         *pos += m.count_ones() as usize;
-        // Byte 0 of each 32-bit lane, then the two 128-bit halves side by side.
-        let pick = _mm256_setr_epi8(
-            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1,
-            -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        );
-        let b = _mm256_shuffle_epi8(e, pick);
-        _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b))
+        e
+    }
+
+    /// Decodes whole steps of `N` one-phase `u16`/`u32` blocks (every bucket below 16, so a
+    /// bucket is its value and no bypass bits follow) in lockstep while each has a step whose
+    /// words surely exist. Bit-identical to [`super::step_wide`] on such blocks.
+    #[target_feature(enable = "avx2,popcnt")]
+    pub(super) fn run_wide1<T: Int, const N: usize>(
+        table: &[u32; TOTAL as usize],
+        blocks: &mut [Block<'_, T>; N],
+    ) {
+        const { assert!(size_of::<T>() == 2 || size_of::<T>() == 4) };
+        let mut v = [[_mm256_setzero_si256(); 4]; N];
+        for (b, v) in blocks.iter().zip(v.iter_mut()) {
+            for (i, v) in v.iter_mut().enumerate() {
+                // SAFETY: `x` holds 32 u32s; this reads 8 of them at `8 i`.
+                *v = unsafe { _mm256_loadu_si256(b.x.as_ptr().add(8 * i).cast()) };
+            }
+        }
+        let low = _mm256_set1_epi32(0xff);
+        while blocks.iter().all(|b| b.can_step_phases(1)) {
+            for (b, v) in blocks.iter_mut().zip(v.iter_mut()) {
+                for (i, v) in v.iter_mut().enumerate() {
+                    // `can_step_phases(1)`: 32 words at `pos`, 8 for each quarter.
+                    let val = _mm256_and_si256(entries(table, v, b.words, &mut b.pos), low);
+                    // SAFETY: `can_step_phases` checked `done + 32 <= out.len()`; this writes
+                    // 8 values at `done + 8 i`.
+                    unsafe {
+                        let o = b.out.as_mut_ptr().add(b.done + 8 * i);
+                        if size_of::<T>() == 2 {
+                            // 32-bit lanes below 2^8 packed to 16 bits, in order.
+                            let p = _mm256_packus_epi32(val, val);
+                            let p = _mm256_permute4x64_epi64::<0b00_00_10_00>(p);
+                            _mm_storeu_si128(o.cast(), _mm256_castsi256_si128(p));
+                        } else {
+                            _mm256_storeu_si256(o.cast(), val);
+                        }
+                    }
+                }
+                b.done += LANES;
+            }
+        }
+        for (b, v) in blocks.iter_mut().zip(v.iter()) {
+            for (i, v) in v.iter().enumerate() {
+                // SAFETY: as for the loads.
+                unsafe { _mm256_storeu_si256(b.x.as_mut_ptr().add(8 * i).cast(), *v) };
+            }
+        }
     }
 
     /// Decodes whole steps of `N` blocks in lockstep while each has a step whose words surely
@@ -1388,6 +1451,20 @@ fn decode_wide_blocks<T: Int, const NPHASES: usize, const W: usize>(
         for b in &mut blocks {
             // SAFETY: as above.
             unsafe { avx512::run_wide::<T, NPHASES, 1>(table, std::array::from_mut(b)) };
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if kernel == Kernel::Avx2 && layout.freqs.len() <= 16 {
+        // One phase (as above): two blocks in lockstep, then each alone.
+        for pair in blocks.chunks_exact_mut(2) {
+            if let Ok(pair) = <&mut [Block<'_, T>; 2]>::try_from(pair) {
+                // SAFETY: `Kernel::Avx2` is only made after checking the CPU features.
+                unsafe { avx2::run_wide1::<T, 2>(table, pair) };
+            }
+        }
+        for b in &mut blocks {
+            // SAFETY: as above.
+            unsafe { avx2::run_wide1::<T, 1>(table, std::array::from_mut(b)) };
         }
     }
     let _ = kernel;
@@ -2179,6 +2256,9 @@ mod tests {
         for (n, spread, log2) in [(5000, 3, 8), (70_000, 30, 15), (3000, 40, 10), (999, 0, 5)] {
             let v = skewed(&mut r, n, spread);
             compare::<u16, 2, 64>(v.iter().map(|&x| (x * 97) as u16).collect(), log2)?;
+            // Alphabets of at most 16 values: one phase.
+            compare::<u16, 2, 64>(v.iter().map(|&x| (x % 11) as u16).collect(), log2)?;
+            compare::<u32, 3, 128>(v.iter().map(|&x| x % 3).collect(), log2)?;
             compare::<u32, 3, 128>(
                 v.iter().map(|&x| x.wrapping_mul(0x0101_0101 + x)).collect(),
                 log2,
