@@ -76,7 +76,8 @@
 //! The decoder uses a 4096-entry table (one `u32` per slot: `f << 20 | (slot - c) << 8 | s`),
 //! renormalises without branches, and reads words from a fixed-size window checked once per
 //! step, so the inner loop has no bounds checks. On x86-64 it picks at run time the widest
-//! vector unit the CPU has: AVX-512 (bytes, `u16`, `u32`) or AVX2 (bytes). A gather reads the
+//! vector unit the CPU has: AVX-512 (bytes, `u16`, `u32`) or AVX2 (bytes, and `u16`/`u32` blocks
+//! of at most 16 symbols, which have no bypass bits). A gather reads the
 //! table for 16 or 8 lanes, and the refill words are placed by an expand (AVX-512) or a
 //! permutation looked up from the refill mask (AVX2), the CPU's form of the warp's ballot and
 //! prefix count. Byte blocks decode several at a time in lockstep, because one block's 32
@@ -1004,7 +1005,8 @@ mod avx512 {
 
 /// The byte decoder on AVX2: 8 lanes per vector, four vectors per step, the table read by a
 /// gather and the refill words placed by a permutation looked up from the refill mask.
-/// Bit-identical to [`step_u8`], which the tests check.
+/// Bit-identical to [`step_u8`], which the tests check; the same step decodes one-phase
+/// `u16`/`u32` blocks ([`avx2::run_wide1`]).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Block, ByteBlock, LANES, PRECISION, TOTAL};
