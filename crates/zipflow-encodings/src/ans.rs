@@ -76,8 +76,7 @@
 //! The decoder uses a 4096-entry table (one `u32` per slot: `f << 20 | (slot - c) << 8 | s`),
 //! renormalises without branches, and reads words from a fixed-size window checked once per
 //! step, so the inner loop has no bounds checks. On x86-64 it picks at run time the widest
-//! vector unit the CPU has: AVX-512 (bytes, `u16`, `u32`) or AVX2 (bytes, and `u16`/`u32` blocks
-//! of at most 16 symbols, which have no bypass bits). A gather reads the
+//! vector unit the CPU has: AVX-512 or AVX2 (bytes, `u16`, `u32`). A gather reads the
 //! table for 16 or 8 lanes, and the refill words are placed by an expand (AVX-512) or a
 //! permutation looked up from the refill mask (AVX2), the CPU's form of the warp's ballot and
 //! prefix count. Byte blocks decode several at a time in lockstep, because one block's 32
@@ -1006,7 +1005,7 @@ mod avx512 {
 /// The byte decoder on AVX2: 8 lanes per vector, four vectors per step, the table read by a
 /// gather and the refill words placed by a permutation looked up from the refill mask.
 /// Bit-identical to [`step_u8`], which the tests check; the same step decodes one-phase
-/// `u16`/`u32` blocks ([`avx2::run_wide1`]).
+/// `u16`/`u32` blocks ([`avx2::run_wide`]).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Block, ByteBlock, LANES, PRECISION, TOTAL};
@@ -1077,6 +1076,15 @@ mod avx2 {
             _mm256_mullo_epi32(f, _mm256_srli_epi32::<{ PRECISION as i32 }>(*x)),
             bias,
         );
+        *x = refill(y, words, pos);
+        e
+    }
+
+    /// Refills the lanes of `y` below 2^16 from `words` at `*pos` in lane order (at least 8
+    /// words must exist there).
+    #[inline]
+    #[target_feature(enable = "avx2,popcnt")]
+    fn refill(y: __m256i, words: &[u16], pos: &mut usize) -> __m256i {
         let need = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(y), _mm256_setzero_si256());
         let m = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize & 0xff;
         debug_assert!(*pos + 8 <= words.len());
@@ -1086,16 +1094,15 @@ mod avx2 {
         let idx = unsafe { _mm256_loadu_si256(EXPAND[m].as_ptr().cast()) };
         let w = _mm256_permutevar8x32_epi32(_mm256_cvtepu16_epi32(w), idx);
         let refilled = _mm256_or_si256(_mm256_slli_epi32::<16>(y), w);
-        *x = _mm256_blendv_epi8(y, refilled, need);
         *pos += m.count_ones() as usize;
-        e
+        _mm256_blendv_epi8(y, refilled, need)
     }
 
-    /// Decodes whole steps of `N` one-phase `u16`/`u32` blocks (every bucket below 16, so a
-    /// bucket is its value and no bypass bits follow) in lockstep while each has a step whose
-    /// words surely exist. Bit-identical to [`super::step_wide`] on such blocks.
+    /// Decodes whole steps of `N` `u16`/`u32` blocks (`NPHASES` phases) in lockstep while
+    /// each has a step whose words surely exist, as the AVX-512 `run_wide` does with half the
+    /// lanes a vector. Bit-identical to [`super::step_wide`].
     #[target_feature(enable = "avx2,popcnt")]
-    pub(super) fn run_wide1<T: Int, const N: usize>(
+    pub(super) fn run_wide<T: Int, const NPHASES: usize, const N: usize>(
         table: &[u32; TOTAL as usize],
         blocks: &mut [Block<'_, T>; N],
     ) {
@@ -1107,33 +1114,90 @@ mod avx2 {
                 *v = unsafe { _mm256_loadu_si256(b.x.as_ptr().add(8 * i).cast()) };
             }
         }
-        let low = _mm256_set1_epi32(0xff);
-        while blocks.iter().all(|b| b.can_step_phases(1)) {
-            for (b, v) in blocks.iter_mut().zip(v.iter_mut()) {
-                for (i, v) in v.iter_mut().enumerate() {
-                    // `can_step_phases(1)`: 32 words at `pos`, 8 for each quarter.
-                    let val = _mm256_and_si256(entries(table, v, b.words, &mut b.pos), low);
-                    // SAFETY: `can_step_phases` checked `done + 32 <= out.len()`; this writes
-                    // 8 values at `done + 8 i`.
-                    unsafe {
-                        let o = b.out.as_mut_ptr().add(b.done + 8 * i);
-                        if size_of::<T>() == 2 {
-                            // 32-bit lanes below 2^8 packed to 16 bits, in order.
-                            let p = _mm256_packus_epi32(val, val);
-                            let p = _mm256_permute4x64_epi64::<0b00_00_10_00>(p);
-                            _mm_storeu_si128(o.cast(), _mm256_castsi256_si128(p));
-                        } else {
-                            _mm256_storeu_si256(o.cast(), val);
+        let (low, one, two) = (
+            _mm256_set1_epi32(0xff),
+            _mm256_set1_epi32(1),
+            _mm256_set1_epi32(2),
+        );
+        let (three, four, fifteen, sixteen) = (
+            _mm256_set1_epi32(3),
+            _mm256_set1_epi32(4),
+            _mm256_set1_epi32(15),
+            _mm256_set1_epi32(16),
+        );
+        while blocks.iter().all(|b| b.can_step_phases(NPHASES)) {
+            for (blk, v) in blocks.iter_mut().zip(v.iter_mut()) {
+                // `can_step_phases`: 32 words per phase at `pos`, 8 for each quarter.
+                let (words, pos) = (blk.words, &mut blk.pos);
+                let mut val = [_mm256_setzero_si256(); 4];
+                for (val, x) in val.iter_mut().zip(v.iter_mut()) {
+                    *val = _mm256_and_si256(entries(table, x, words, pos), low);
+                }
+                if NPHASES >= 2 {
+                    let mut nb = [_mm256_setzero_si256(); 4];
+                    for ((b, x), nb) in val.iter_mut().zip(v.iter_mut()).zip(nb.iter_mut()) {
+                        // Buckets from 16 carry `b / 4 - 2` bypass bits above a base of
+                        // `(4 + b % 4) << nb`; smaller ones are their value.
+                        let large = _mm256_cmpgt_epi32(*b, fifteen);
+                        *nb = _mm256_and_si256(
+                            large,
+                            _mm256_sub_epi32(_mm256_srli_epi32::<2>(*b), two),
+                        );
+                        let shifted = _mm256_sllv_epi32(
+                            _mm256_add_epi32(four, _mm256_and_si256(*b, three)),
+                            *nb,
+                        );
+                        let base = _mm256_blendv_epi8(*b, shifted, large);
+                        let k = _mm256_min_epu32(*nb, sixteen);
+                        let bits =
+                            _mm256_and_si256(*x, _mm256_sub_epi32(_mm256_sllv_epi32(one, k), one));
+                        *b = _mm256_or_si256(base, bits);
+                        *x = refill(_mm256_srlv_epi32(*x, k), words, pos);
+                    }
+                    if NPHASES >= 3 {
+                        for ((val, x), nb) in val.iter_mut().zip(v.iter_mut()).zip(nb.iter()) {
+                            let k = _mm256_sub_epi32(*nb, _mm256_min_epu32(*nb, sixteen));
+                            let high = _mm256_and_si256(
+                                *x,
+                                _mm256_sub_epi32(_mm256_sllv_epi32(one, k), one),
+                            );
+                            *val = _mm256_or_si256(*val, _mm256_slli_epi32::<16>(high));
+                            *x = refill(_mm256_srlv_epi32(*x, k), words, pos);
                         }
                     }
                 }
-                b.done += LANES;
+                for (i, val) in val.iter().enumerate() {
+                    // SAFETY: `can_step_phases` checked `done + 32 <= out.len()`; this writes
+                    // 8 values at `done + 8 i`.
+                    unsafe { store8::<T>(blk.out.as_mut_ptr().add(blk.done + 8 * i), *val) };
+                }
+                blk.done += LANES;
             }
         }
         for (b, v) in blocks.iter_mut().zip(v.iter()) {
             for (i, v) in v.iter().enumerate() {
                 // SAFETY: as for the loads.
                 unsafe { _mm256_storeu_si256(b.x.as_mut_ptr().add(8 * i).cast(), *v) };
+            }
+        }
+    }
+
+    /// Stores 8 lanes of `val` (each below 2^16 when `T` is 2 bytes wide) at `o` as `T`s.
+    ///
+    /// # Safety
+    /// `o` has room for 8 `T`s, and `T` is 2 or 4 bytes wide.
+    #[inline]
+    #[target_feature(enable = "avx2,popcnt")]
+    unsafe fn store8<T: Int>(o: *mut T, val: __m256i) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if size_of::<T>() == 2 {
+                // Packing keeps each 128-bit half's four values side by side; the permute
+                // puts the two halves' in order.
+                let p = _mm256_permute4x64_epi64::<0b00_00_10_00>(_mm256_packus_epi32(val, val));
+                _mm_storeu_si128(o.cast(), _mm256_castsi256_si128(p));
+            } else {
+                _mm256_storeu_si256(o.cast(), val);
             }
         }
     }
@@ -1456,17 +1520,24 @@ fn decode_wide_blocks<T: Int, const NPHASES: usize, const W: usize>(
         }
     }
     #[cfg(target_arch = "x86_64")]
-    if kernel == Kernel::Avx2 && layout.freqs.len() <= 16 {
-        // One phase (as above): two blocks in lockstep, then each alone.
+    if kernel == Kernel::Avx2 {
+        // Two blocks in lockstep, then each alone; one phase when the table allows (as above).
+        let one_phase = layout.freqs.len() <= 16;
         for pair in blocks.chunks_exact_mut(2) {
             if let Ok(pair) = <&mut [Block<'_, T>; 2]>::try_from(pair) {
                 // SAFETY: `Kernel::Avx2` is only made after checking the CPU features.
-                unsafe { avx2::run_wide1::<T, 2>(table, pair) };
+                unsafe {
+                    if one_phase {
+                        avx2::run_wide::<T, 1, 2>(table, pair);
+                    } else {
+                        avx2::run_wide::<T, NPHASES, 2>(table, pair);
+                    }
+                }
             }
         }
         for b in &mut blocks {
             // SAFETY: as above.
-            unsafe { avx2::run_wide1::<T, 1>(table, std::array::from_mut(b)) };
+            unsafe { avx2::run_wide::<T, NPHASES, 1>(table, std::array::from_mut(b)) };
         }
     }
     let _ = kernel;
