@@ -660,6 +660,10 @@ unpack_table!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
 fn kernel(op: Op, n: &[u16; V], r: &[u16; V], acc: &mut Acc) {
     #[cfg(target_arch = "x86_64")]
     {
+        if matches!(op, Op::SumNr | Op::Count(_)) && x86::has_avx512() {
+            // SAFETY: the CPU supports AVX-512BW (checked just above).
+            return unsafe { x86::integer_avx512(op, n, r, acc) };
+        }
         if x86::available() {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             return unsafe { x86::kernel(op, n, r, acc) };
@@ -723,6 +727,24 @@ mod x86 {
     /// Whether the CPU runs these kernels.
     pub(super) fn available() -> bool {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+
+    /// Whether the CPU runs [`integer_avx512`].
+    pub(super) fn has_avx512() -> bool {
+        std::arch::is_x86_feature_detected!("avx512bw")
+    }
+
+    /// The integer ops (`sum-nr`, `count`) in the portable code compiled for AVX-512, whose
+    /// 512-bit vectorisation of them beats these 256-bit kernels; the SUM(NDVI) ops go to
+    /// [`kernel`].
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) fn integer_avx512(op: Op, n: &[u16; V], r: &[u16; V], acc: &mut Acc) {
+        match op {
+            Op::SumNr => acc.n += u64::from(sum_nr(n, r)),
+            Op::Count(t) => acc.n += u64::from(count_gt(n, r, t)),
+            // AVX-512F implies AVX2 and FMA.
+            Op::Sum | Op::SumRecip | Op::SumNewton => kernel(op, n, r, acc),
+        }
     }
 
     /// [`super::kernel`] for AVX2 and FMA: SUM(NDVI) in four accumulators of eight f32 lanes,

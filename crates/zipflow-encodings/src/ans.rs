@@ -1004,8 +1004,8 @@ mod avx512 {
 
 /// The byte decoder on AVX2: 8 lanes per vector, four vectors per step, the table read by a
 /// gather and the refill words placed by a permutation looked up from the refill mask.
-/// Bit-identical to [`step_u8`], which the tests check; the same step decodes one-phase
-/// `u16`/`u32` blocks ([`avx2::run_wide`]).
+/// Bit-identical to [`step_u8`], which the tests check; the same step, with variable shifts
+/// for the bypass bits, decodes `u16`/`u32` blocks ([`avx2::run_wide`]).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Block, ByteBlock, LANES, PRECISION, TOTAL};
