@@ -1,5 +1,5 @@
 //! Software prefetch of the words a kernel reads next, where the hardware prefetcher does not
-//! see the pattern (sparse gathers) or starts too late (sums with work between their loads).
+//! see the pattern (sparse gathers).
 
 /// Prefetches the cache lines of `words[at..at + len]` (those within `words`) into L1;
 /// elsewhere than on x86-64, nothing.
