@@ -916,37 +916,18 @@ pub fn plain_sum(values: &[u32], pool: &rayon::ThreadPool) -> u64 {
 /// The sum of whole packed vectors at one width.
 type SumFn = fn(&[u32]) -> u64;
 
-/// u32 words in a 64-byte cache line.
-const LINE_WORDS: usize = 16;
-
-/// `sum` over each whole vector of `per` words, after loading each of the vector's cache lines
-/// in ascending order, four loads 16 bytes apart per line.
-///
-/// The unrolled extraction loads a vector's rows in the order the compiler schedules them,
-/// not in address order, and the hardware prefetcher then lost the stream: at widths 12-17 the
-/// fused sum read DRAM at 8-9 GB/s on one core of an AMD Zen 4 where the plain sum read
-/// 24-32 GB/s, with or without software prefetch some vectors ahead. Loads issued in address
-/// order first, independent of each other, restore the ascending stream; the extraction's own
-/// loads then hit L1 or an in-flight fill. One load per line was not enough there (widths
-/// 13-16 at 1.4-1.9x plain); four per line, like the plain sum's own pattern, gave 2.0-2.7x.
+/// `sum` over each whole vector of `per` words, each vector first loaded in address order
+/// ([`crate::prefetch::load_in_order`]: the unrolled extraction's own loads lose the hardware
+/// prefetcher's stream).
 #[inline(always)]
 fn sum_in_order(words: &[u32], per: usize, sum: impl Fn(&[u32]) -> u64) -> u64 {
-    let mut seen = 0u32;
-    let total = words
+    words
         .chunks_exact(per)
         .map(|v| {
-            // `per` is 32 words times the width: whole 64-byte spans.
-            for line in v.chunks_exact(LINE_WORDS) {
-                for k in (0..LINE_WORDS).step_by(4) {
-                    // SAFETY: `k < line.len()`; a volatile read keeps the load and its order.
-                    seen ^= unsafe { std::ptr::read_volatile(line.as_ptr().add(k)) };
-                }
-            }
+            crate::prefetch::load_in_order(v);
             sum(v)
         })
-        .sum();
-    std::hint::black_box(seen);
-    total
+        .sum()
 }
 
 /// Extracts the 32 values of each lane of a vector packed at `W` bits (FastLanes layout:
