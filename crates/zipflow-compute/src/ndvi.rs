@@ -9,10 +9,11 @@
 //! Operations ([`Op`]):
 //! - `sum`: SUM(NDVI) with exact f32 division per pixel (IEEE, correctly rounded), summed in
 //!   f32 lanes within a vector and in f64 across vectors.
-//! - `sum-recip`: the division replaced by the hardware reciprocal estimate (`vrcpps`, relative
-//!   error below 1.5 * 2^-12) and a multiply.
+//! - `sum-recip`: the division replaced by the hardware reciprocal estimate and a multiply
+//!   (`vrcp14ps`, relative error below 2^-14, on CPUs with AVX-512; `vrcpps`, below
+//!   1.5 * 2^-12, on the others).
 //! - `sum-newton`: the estimate refined by one Newton step, `x' = x * (2 - s * x)` (relative
-//!   error about 2^-22).
+//!   error about 2^-22 or less).
 //! - `count`: COUNT(NDVI > t) without division: for `t = k / 10000` (a decimal with at most
 //!   four fractional digits), `(N - R) / (N + R) > t` is `N * (10000 - k) > R * (10000 + k)`,
 //!   exact in 32-bit integers for |t| <= 1.
@@ -45,6 +46,9 @@ use zipflow_core::{Error, PType, Result, VECTOR_LEN, Values};
 use zipflow_encodings::{NodeView, Scratch, bitpack, frame, patch};
 
 use crate::raster::Band;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 /// Pixels per vector.
 const V: usize = VECTOR_LEN;
@@ -654,15 +658,15 @@ macro_rules! unpack_table {
 }
 unpack_table!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
 
-/// Folds one vector pair into `acc`, with the kernels compiled for AVX2 and FMA when the CPU
-/// has them.
+/// Folds one vector pair into `acc`, with the AVX-512 kernels ([`avx512`]) or those for AVX2
+/// and FMA when the CPU has them.
 #[inline]
 fn kernel(op: Op, n: &[u16; V], r: &[u16; V], acc: &mut Acc) {
     #[cfg(target_arch = "x86_64")]
     {
-        if matches!(op, Op::SumNr | Op::Count(_)) && x86::has_avx512() {
-            // SAFETY: the CPU supports AVX-512BW (checked just above).
-            return unsafe { x86::integer_avx512(op, n, r, acc) };
+        if avx512::available() && avx512::supports(op) {
+            // SAFETY: the CPU and the op were checked just above.
+            return unsafe { avx512::kernel(op, n, r, acc) };
         }
         if x86::available() {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
@@ -727,24 +731,6 @@ mod x86 {
     /// Whether the CPU runs these kernels.
     pub(super) fn available() -> bool {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-
-    /// Whether the CPU runs [`integer_avx512`].
-    pub(super) fn has_avx512() -> bool {
-        std::arch::is_x86_feature_detected!("avx512bw")
-    }
-
-    /// The integer ops (`sum-nr`, `count`) in the portable code compiled for AVX-512, whose
-    /// 512-bit vectorisation of them beats these 256-bit kernels; the SUM(NDVI) ops go to
-    /// [`kernel`].
-    #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) fn integer_avx512(op: Op, n: &[u16; V], r: &[u16; V], acc: &mut Acc) {
-        match op {
-            Op::SumNr => acc.n += u64::from(sum_nr(n, r)),
-            Op::Count(t) => acc.n += u64::from(count_gt(n, r, t)),
-            // AVX-512F implies AVX2 and FMA.
-            Op::Sum | Op::SumRecip | Op::SumNewton => kernel(op, n, r, acc),
-        }
     }
 
     /// [`super::kernel`] for AVX2 and FMA: SUM(NDVI) in four accumulators of eight f32 lanes,

@@ -97,6 +97,8 @@ fn check_pair(nir: &Raster, red: &Raster, plans: [&str; 2], what: &str) {
             let what = format!("{what} {plans:?} {threads} threads");
             assert_close(op, fused, want, nir.pixels.len(), &format!("fused {what}"));
             assert_close(op, plain, want, nir.pixels.len(), &format!("plain {what}"));
+            // The same pixels folded into the same lanes in the same order: equal bit for bit.
+            assert_eq!(fused, plain, "fused against plain, {what} {op:?}");
         }
     }
 }
