@@ -423,6 +423,8 @@ enum Source<'a> {
     /// `[for |] [patch |] bitpack`: value = reference + packed, exceptions overwritten.
     Packed {
         words: Cow<'a, [u16]>,
+        /// The unpacker of `width`, chosen once for the chunk.
+        unpack: UnpackFn,
         width: usize,
         reference: u16,
         positions: Cow<'a, [u32]>,
@@ -516,6 +518,7 @@ impl<'a> Source<'a> {
         }
         Ok(Some(Source::Packed {
             words,
+            unpack: unpack_fn(width),
             width,
             reference,
             positions,
@@ -532,6 +535,7 @@ impl<'a> Source<'a> {
         let len = match self {
             Source::Packed {
                 words,
+                unpack,
                 width,
                 reference,
                 positions,
@@ -543,7 +547,7 @@ impl<'a> Source<'a> {
                     buf.fill(*reference);
                 } else {
                     let per = V * w / 16;
-                    unpack_fn(w)(&words[v * per..(v + 1) * per], *reference, buf);
+                    unpack(&words[v * per..(v + 1) * per], *reference, buf);
                 }
                 let end = (start + V) as u64;
                 while let (Some(&p), Some(&x)) = (positions.get(*cursor), exceptions.get(*cursor)) {
