@@ -542,13 +542,9 @@ impl<'a> Source<'a> {
                 exceptions,
                 len,
             } => {
-                let w = *width;
-                if w == 0 {
-                    buf.fill(*reference);
-                } else {
-                    let per = V * w / 16;
-                    unpack(&words[v * per..(v + 1) * per], *reference, buf);
-                }
+                // Width 0 has no words: its unpacker writes the reference.
+                let per = V * *width / 16;
+                unpack(&words[v * per..(v + 1) * per], *reference, buf);
                 let end = (start + V) as u64;
                 while let (Some(&p), Some(&x)) = (positions.get(*cursor), exceptions.get(*cursor)) {
                     if u64::from(p) >= end {
@@ -655,7 +651,8 @@ macro_rules! unpack_table {
                     return unpack16::<$w>;
                 }
             )*
-            // Width 0 is handled by the caller; wider than 16 was rejected when validating.
+            // Width 0: every value is the reference (wider than 16 was rejected when
+            // validating).
             |_, r, o| o.fill(r)
         }
     };
