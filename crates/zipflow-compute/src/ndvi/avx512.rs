@@ -32,11 +32,12 @@ pub(super) fn supports(op: Op) -> bool {
     !matches!(op, Op::Count(t) if t.k.abs() > 10000)
 }
 
-/// COUNT's factors `10000 - k` and `10000 + k` (unused by the other ops).
+/// COUNT's constants: the i16 factor pair `(10000 - k, -(10000 + k))` in each 32-bit lane,
+/// and the bound `65536 k` its biased products are compared with (unused by the other ops).
 #[derive(Clone, Copy)]
 struct Params {
-    a: __m512i,
-    b: __m512i,
+    factors: __m512i,
+    bound: __m512i,
 }
 
 /// The accumulators of one vector.
@@ -73,6 +74,19 @@ fn widen(b: &[__m512i; 2], q: usize) -> __m512i {
     })
 }
 
+/// Half `q` (0: low, 1: high) of each 128-bit lane of `a` and `b`, interleaved into 32-bit
+/// lanes: `a` in the low 16 bits, `b` in the high. Both bands go through the same
+/// interleaving, so pixel pairs stay lined up (in an order the sums do not depend on).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn interleave(a: __m512i, b: __m512i, q: usize) -> __m512i {
+    if q == 0 {
+        _mm512_unpacklo_epi16(a, b)
+    } else {
+        _mm512_unpackhi_epi16(a, b)
+    }
+}
+
 /// Folds a block pair (64 pixels) into the accumulators of op kind `K`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
@@ -90,16 +104,24 @@ fn fold<const K: u8>(s: &mut Regs, n: [__m512i; 2], r: [__m512i; 2], p: Params) 
             }
         }
         COUNT => {
-            // N * a > R * b, both factors in 0..=20000: products below 2^31.
+            // N a > R b with N = N' + 32768 (N' the pixel biased to i16), a = 10000 - k and
+            // b = 10000 + k: N' a - R' b > 32768 (b - a) = 65536 k. One multiply-add of the
+            // interleaved pair (N', R') with (a, -b) gives the left side; its products stay
+            // within 32768 * 20000 each, so the sum fits i32.
+            let bias = _mm512_set1_epi16(i16::MIN);
             let one = _mm512_set1_epi32(1);
-            for q in 0..4 {
-                let x = _mm512_mullo_epi32(widen(&n, q), p.a);
-                let y = _mm512_mullo_epi32(widen(&r, q), p.b);
-                let m = _mm512_cmpgt_epi32_mask(x, y);
-                s.i[q % 2] = _mm512_mask_add_epi32(s.i[q % 2], m, s.i[q % 2], one);
+            for h in 0..2 {
+                let (x, y) = (_mm512_xor_si512(n[h], bias), _mm512_xor_si512(r[h], bias));
+                for q in 0..2 {
+                    let lhs = _mm512_madd_epi16(interleave(x, y, q), p.factors);
+                    let m = _mm512_cmpgt_epi32_mask(lhs, p.bound);
+                    s.i[q] = _mm512_mask_add_epi32(s.i[q], m, s.i[q], one);
+                }
             }
         }
-        _ => {
+        DIVIDE => {
+            // Bound by the divider, which shares a port with the multiply-adds: converting
+            // with the conversion unit (below, the work moves to the multiply-adds) keeps it fed.
             let one = _mm512_set1_ps(1.0);
             for q in 0..4 {
                 let x = _mm512_cvtepi32_ps(widen(&n, q));
@@ -108,18 +130,38 @@ fn fold<const K: u8>(s: &mut Regs, n: [__m512i; 2], r: [__m512i; 2], p: Params) 
                 // difference 0 divided by 1 adds nothing.
                 let sum = _mm512_max_ps(_mm512_add_ps(x, y), one);
                 let d = _mm512_sub_ps(x, y);
-                let quotient = match K {
-                    RECIP => _mm512_mul_ps(d, _mm512_rcp14_ps(sum)),
-                    NEWTON => {
-                        let e = _mm512_rcp14_ps(sum);
-                        let e = _mm512_mul_ps(e, _mm512_fnmadd_ps(sum, e, _mm512_set1_ps(2.0)));
-                        _mm512_mul_ps(d, e)
-                    }
-                    _ => _mm512_div_ps(d, sum),
-                };
-                s.f[q] = _mm512_add_ps(s.f[q], quotient);
+                s.f[q] = _mm512_add_ps(s.f[q], _mm512_div_ps(d, sum));
             }
         }
+        RECIP | NEWTON => {
+            // Each u16 under the high half 0x4B00 is the f32 2^23 + v, exactly: no
+            // conversion instructions. N - R is then one exact subtraction, and N + R is
+            // (2^23 + N) + (2^23 + R - 2^24), exact at both steps (integers below 2^24). The
+            // work is split between the adder and the multiply-add units: the sum's last step
+            // and the accumulation are multiply-adds (x * 1 + t rounds once, exactly).
+            let magic = _mm512_set1_epi16(0x4B00);
+            let two_24 = _mm512_set1_ps(16_777_216.0);
+            let one = _mm512_set1_ps(1.0);
+            for h in 0..2 {
+                for q in 0..2 {
+                    let x = _mm512_castsi512_ps(interleave(n[h], magic, q));
+                    let y = _mm512_castsi512_ps(interleave(r[h], magic, q));
+                    let d = _mm512_sub_ps(x, y);
+                    let sum = _mm512_fmadd_ps(x, one, _mm512_sub_ps(y, two_24));
+                    // As above: 0 / 1 where both bands are 0.
+                    let sum = _mm512_max_ps(sum, one);
+                    let acc = &mut s.f[2 * h + q];
+                    let e = _mm512_rcp14_ps(sum);
+                    let e = if K == NEWTON {
+                        _mm512_mul_ps(e, _mm512_fnmadd_ps(sum, e, _mm512_set1_ps(2.0)))
+                    } else {
+                        e
+                    };
+                    *acc = _mm512_fmadd_ps(d, e, *acc);
+                }
+            }
+        }
+        _ => unreachable!("op kind {K}"),
     }
 }
 
@@ -167,9 +209,11 @@ pub(super) unsafe fn kernel(op: Op, n: &[u16; V], r: &[u16; V], acc: &mut Acc) {
         Op::Count(t) => t.k.clamp(-10000, 10000) as i32,
         _ => 0,
     };
+    let (a, b) = (10000 - k, 10000 + k);
     let p = Params {
-        a: _mm512_set1_epi32(10000 - k),
-        b: _mm512_set1_epi32(10000 + k),
+        // Both in 0..=20000: each fits i16.
+        factors: _mm512_set1_epi32((a & 0xFFFF) | (-b << 16)),
+        bound: _mm512_set1_epi32(65536 * k),
     };
     match op {
         Op::SumNr => vector::<SUM_NR>(n, r, p, acc),
