@@ -509,6 +509,7 @@ impl Merger {
         let (lo, hi) = (range.lo, range.lo + range.len as i64);
         parts.par_iter_mut().try_for_each(|m| -> Result<()> {
             let (a, b) = (m.base, m.base + m.first.len() as i64);
+            let (mut pairs, mut fresh) = (Vec::new(), Vec::new());
             let ends = (a == lo, b == hi);
             for (c, item) in batch.iter().enumerate() {
                 let chunk = (first + c) as u32;
@@ -525,8 +526,12 @@ impl Merger {
                         // that kept rows are in key order: this part's are a run of them);
                         // others are in first-seen order.
                         let ordered = !k.first_row.is_empty();
-                        let at =
-                            |s: u32| (chunk, k.first_row.get(s as usize).copied().unwrap_or(s));
+                        // A group's place in the chunk: its first row (slots in key order) or
+                        // its place in `seen` (slots in first-seen order).
+                        let at = |j: usize, s: u32| {
+                            let place = k.first_row.get(s as usize).copied();
+                            (chunk, place.unwrap_or(j as u32))
+                        };
                         let seen = &d.seen[..];
                         let (x, y) = match ordered {
                             true => (
@@ -539,14 +544,28 @@ impl Merger {
                             let s = if x > 0 { seen[0] } else { seen[y] };
                             return Err(outside_zone_maps(of(s).into(), chunk));
                         }
-                        for &s in &seen[x..y] {
+                        // The chunk's slots of this part and their groups, then each aggregate
+                        // merged over all of them at once.
+                        pairs.clear();
+                        fresh.clear();
+                        for (j, &s) in seen.iter().enumerate().take(y).skip(x) {
                             let v = of(s);
                             if (v < a && ends.0) || (v >= b && ends.1) {
                                 return Err(outside_zone_maps(v.into(), chunk));
                             }
                             if (a..b).contains(&v) {
-                                m.merge(own, v, at(s), &d.dense, s as usize);
+                                let g = (v - m.base) as usize;
+                                let new = m.first[g] == UNSEEN;
+                                if new {
+                                    m.first[g] = at(j, s);
+                                    m.groups += 1;
+                                }
+                                pairs.push((g as u32, s));
+                                fresh.push(new);
                             }
+                        }
+                        for &i in own {
+                            m.dense[i].merge_pairs(&d.dense[i], &pairs, &fresh);
                         }
                     }
                     Partial::Rows(rows) => {
@@ -923,6 +942,17 @@ impl Table {
         // are known to be few, the rest runs as one batch (no thread waits at a batch's end).
         let threads = rayon::current_num_threads().max(1);
         let range = fast.as_ref().and_then(|_| self.key_range(q));
+        // Ordered first by the only key, the groups need no first-seen order: every key is
+        // one group, so ORDER BY alone decides their order.
+        let by_key = q.keys.len() == 1
+            && q.order_by.first().is_some_and(|&(o, _)| {
+                matches!(q.output.get(o).map(|c| &c.expr), Some(Expr::KeyRef(0, _)))
+            });
+        let order = match (range.is_some(), by_key) {
+            (false, _) => SlotOrder::FirstSeen,
+            (true, false) => SlotOrder::Keys,
+            (true, true) => SlotOrder::KeysOnly,
+        };
         let mut merger = fast.as_ref().map(|_| Merger::new(q, threads, range));
         let mut rows = Groups::default();
         let mut first = 0;
@@ -943,9 +973,7 @@ impl Table {
                         .iter()
                         .any(|&col| self.file.chunk_meta(col, c).stats.null_count > 0);
                     match &fast {
-                        Some(plan) if !has_nulls => {
-                            plan.chunk(self, q, c, range.is_some(), scratch)
-                        }
+                        Some(plan) if !has_nulls => plan.chunk(self, q, c, order, scratch),
                         _ => self
                             .reference_chunk(q, &cols, c, scratch)
                             .map(Partial::Rows),
@@ -969,12 +997,6 @@ impl Table {
             }
             first = end;
         }
-        // Ordered first by the only key, the groups need no first-seen order: every key is
-        // one group, so ORDER BY alone decides their order.
-        let by_key = q.keys.len() == 1
-            && q.order_by.first().is_some_and(|&(o, _)| {
-                matches!(q.output.get(o).map(|c| &c.expr), Some(Expr::KeyRef(0, _)))
-            });
         let mut all = match merger {
             Some(m) => m.finish(q, by_key)?,
             None => rows.results(q),
@@ -1475,14 +1497,13 @@ impl FastPlan {
         Ok(Some(hits))
     }
 
-    /// One chunk's groups; `ordered`: a single integral key's slots in ascending key order
-    /// where a table finds them (for a merge by key value), not in first-seen order.
+    /// One chunk's groups, a single integral key's slots numbered as `order` asks.
     fn chunk(
         &self,
         table: &Table,
         q: &Query,
         c: usize,
-        ordered: bool,
+        order: SlotOrder,
         scratch: &mut Scratch,
     ) -> Result<Partial> {
         let file = &table.file;
@@ -1610,7 +1631,7 @@ impl FastPlan {
             });
         }
         // Dense group ids for the chunk.
-        let (gids, slot_keys) = group_ids(table, q, &columns, rows, c, ordered, scratch)?;
+        let (gids, slot_keys) = group_ids(table, q, &columns, rows, c, order, scratch)?;
         let nslots = slot_keys.len().max(1);
         // Slot `nslots` takes the rows a dense block filtered out.
         let trash = nslots;
@@ -1644,6 +1665,16 @@ impl FastPlan {
             })
             .collect();
         let mut selected = vec![0i64; nslots + 1];
+        // The groups' first-seen order is that of their first rows that pass the WHERE,
+        // which the slots' numbers (first seen among all rows) or first rows (slots in key
+        // order) do not give when rows are filtered: then each slot's first kept row.
+        let filtered = !preds.is_empty() || !self.rest.is_empty();
+        let mut first_kept: Vec<u32> = if filtered && order != SlotOrder::KeysOnly && gids.is_some()
+        {
+            vec![u32::MAX; nslots + 1]
+        } else {
+            Vec::new()
+        };
         let mut selected4 = vec![0i64; 4 * (nslots + 1)];
         let mut ev = BlockEval {
             columns: &columns,
@@ -1796,6 +1827,21 @@ impl FastPlan {
             } else {
                 sel_g.resize(k, 0);
             }
+            if !first_kept.is_empty() {
+                let mut keep = |row: usize, g: u32| {
+                    let f = &mut first_kept[g as usize];
+                    *f = (*f).min(row as u32);
+                };
+                if ev.sparse {
+                    for (&i, &g) in ev.idx.iter().zip(&sel_g) {
+                        keep(start + i, g);
+                    }
+                } else {
+                    for (j, &g) in sel_g.iter().enumerate() {
+                        keep(start + j, g);
+                    }
+                }
+            }
             // Without group keys, slots are 0 (kept) and `trash`.
             let uniform = gids.is_none() && sel_g.len() == k && (ev.sparse || hits == n);
             if uniform {
@@ -1825,9 +1871,20 @@ impl FastPlan {
         for d in &mut dense {
             d.finish(&selected);
         }
-        let seen = (0..slot_keys.len() as u32)
+        let mut seen: Vec<u32> = (0..slot_keys.len() as u32)
             .filter(|&s| selected[s as usize] > 0)
             .collect();
+        let mut slot_keys = slot_keys;
+        if !first_kept.is_empty() {
+            if slot_keys.first_row.is_empty() {
+                // Slots in first-seen order: the kept ones in the order of their first kept
+                // rows (the merge reads a slot's place in `seen`).
+                seen.sort_by_key(|&s| first_kept[s as usize]);
+            } else {
+                first_kept.truncate(slot_keys.first_row.len());
+                slot_keys.first_row = first_kept;
+            }
+        }
         Ok(Partial::Dense(DenseGroups {
             keys: slot_keys,
             seen,
@@ -1891,7 +1948,7 @@ fn group_ids(
     columns: &HashMap<usize, ChunkColumn<'_>>,
     rows: usize,
     c: usize,
-    ordered: bool,
+    order: SlotOrder,
     scratch: &mut Scratch,
 ) -> Result<(Option<Vec<u32>>, SlotKeys)> {
     let mut keys = SlotKeys {
@@ -1923,8 +1980,12 @@ fn group_ids(
     let mut gids = vec![0u32; rows];
     for k in &q.keys {
         let Expr::Column { index, ty } = k else {
-            let ordered = ordered && q.keys.len() == 1;
-            let ids = int_ids(&IntVec::I64(key_values(k, columns, rows)?), k.ty(), ordered)?;
+            let order = if q.keys.len() == 1 {
+                order
+            } else {
+                SlotOrder::FirstSeen
+            };
+            let ids = int_ids(&IntVec::I64(key_values(k, columns, rows)?), k.ty(), order)?;
             if q.keys.len() == 1 {
                 return Ok((Some(one(&mut keys, ids)?), keys));
             }
@@ -1949,12 +2010,12 @@ fn group_ids(
                 let (v, _) = table.file.read_chunk(*index, c, scratch)?;
                 let r = match &v {
                     Values::Int(x) if q.keys.len() == 1 => {
-                        let ids = int_ids(x, *ty, ordered);
+                        let ids = int_ids(x, *ty, order);
                         scratch.give(v);
                         return Ok((Some(one(&mut keys, ids?)?), keys));
                     }
                     Values::Int(x) => {
-                        let ids = int_ids(x, *ty, false)?;
+                        let ids = int_ids(x, *ty, SlotOrder::FirstSeen)?;
                         (ids.ids, ids.distinct)
                     }
                     Values::F32(x) => float_ids(x.iter().map(|&f| f64::from(f))),
@@ -2073,17 +2134,31 @@ fn string_ids(s: &ByteStrings) -> Result<(Vec<u32>, Vec<Value>)> {
 /// An integral key's per-row ids (in first-seen order, or in ascending order of their
 /// values), and each id's value (as stored, and as a [`Value`] unless the ids are in the
 /// values' order).
+/// How a chunk numbers the group slots of a single integral key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotOrder {
+    /// In first-seen order (the merge finds groups by hashing their keys).
+    FirstSeen,
+    /// In ascending key order where a table finds them (for a merge by key value), each
+    /// slot with its first row, from which the merge restores first-seen order.
+    Keys,
+    /// As `Keys`, for a scan whose groups come out in key order, so that no first rows are
+    /// needed: a chunk whose keys are dense in a short range numbers its slots by value.
+    KeysOnly,
+}
+
 struct IntIds {
     ids: Vec<u32>,
     distinct: Vec<Value>,
     values: Vec<i64>,
-    /// Ids in ascending order of their values: each one's first row (else empty).
+    /// Ids in ascending order of their values: each one's first row, or with
+    /// [`SlotOrder::KeysOnly`] any increasing numbers (else empty).
     first_row: Vec<u32>,
 }
 
-/// Ids of an integral key's values; `ordered`: in ascending order of the values where a
-/// table finds them (else, and otherwise, in first-seen order).
-fn int_ids(v: &IntVec, ty: SqlType, ordered: bool) -> Result<IntIds> {
+/// Ids of an integral key's values, numbered as `order` asks where a table finds them (and
+/// otherwise in first-seen order).
+fn int_ids(v: &IntVec, ty: SqlType, order: SlotOrder) -> Result<IntIds> {
     let x = ints_to_i64(v)?;
     let mut distinct = Vec::new();
     let mut values = Vec::new();
@@ -2097,8 +2172,20 @@ fn int_ids(v: &IntVec, ty: SqlType, ordered: bool) -> Result<IntIds> {
     if let Some((lo, hi)) = ends
         && (hi as i128 - lo as i128) < (1i128 << 16).max(4 * x.len() as i128).min(1 << 24)
     {
-        let mut table = vec![u32::MAX; (hi - lo) as usize + 1];
-        if ordered && u32::try_from(x.len()).is_ok() {
+        let span = (hi - lo) as usize + 1;
+        if order == SlotOrder::KeysOnly && span <= x.len() / 4 && span <= 1 << 20 {
+            // At least four rows a value on average: the slots are the values less the
+            // least one (some may keep no rows), one pass, no table. First rows are not
+            // needed; the slot numbers stand in for them.
+            return Ok(IntIds {
+                ids: x.iter().map(|&v| (v - lo) as u32).collect(),
+                distinct,
+                values: (lo..=hi).collect(),
+                first_row: (0..span as u32).collect(),
+            });
+        }
+        let mut table = vec![u32::MAX; span];
+        if order != SlotOrder::FirstSeen && u32::try_from(x.len()).is_ok() {
             // Each value's first row (the least row index: no branch to mispredict at each
             // value's first sight), then the values' ranks for ids.
             for (i, &v) in x.iter().enumerate() {
@@ -2434,6 +2521,37 @@ impl DenseAcc {
         set(&mut self.wn, &o.wn, g, s);
         set(&mut self.mean, &o.mean, g, s);
         set(&mut self.m2, &o.m2, g, s);
+    }
+
+    /// Merges slot `s` of `o` into slot `g` for each pair `(g, s)`; `fresh[j]`: pair `j`'s
+    /// slot `g` holds nothing yet (it is set instead). The integer aggregates merge into an
+    /// empty slot as a set would, so they take all pairs in one loop a field.
+    fn merge_pairs(&mut self, o: &DenseAcc, pairs: &[(u32, u32)], fresh: &[bool]) {
+        let exact = !self.float && !self.func.is_moment();
+        if !exact {
+            for (&(g, s), &new) in pairs.iter().zip(fresh) {
+                if new {
+                    self.set_slot(g as usize, o, s as usize);
+                } else {
+                    self.merge_slot(g as usize, o, s as usize);
+                }
+            }
+            return;
+        }
+        fn each<T: Copy>(to: &mut [T], from: &[T], pairs: &[(u32, u32)], f: impl Fn(T, T) -> T) {
+            for &(g, s) in pairs {
+                if let (Some(t), Some(&x)) = (to.get_mut(g as usize), from.get(s as usize)) {
+                    *t = f(*t, x);
+                }
+            }
+        }
+        each(&mut self.count, &o.count, pairs, |a, b| a + b);
+        match self.func {
+            AggFunc::Sum | AggFunc::Avg => each(&mut self.sum_i, &o.sum_i, pairs, |a, b| a + b),
+            AggFunc::Min => each(&mut self.min_i, &o.min_i, pairs, i64::min),
+            AggFunc::Max => each(&mut self.max_i, &o.max_i, pairs, i64::max),
+            _ => {}
+        }
     }
 
     /// Merges slot `s` of `o` (a chunk's accumulators for the same function) into slot `g`,

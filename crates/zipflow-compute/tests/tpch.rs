@@ -186,6 +186,11 @@ fn fast_path_equals_reference_path() {
         "SELECT l_quantity, count(*) FROM t GROUP BY l_quantity HAVING count(*) > 200 ORDER BY count(*) DESC, l_quantity LIMIT 5",
         "SELECT l_shipmode, count(*) FROM t WHERE l_comment LIKE '%the%' AND l_shipmode NOT LIKE '%AIR' GROUP BY l_shipmode ORDER BY 1",
         "SELECT count(*), sum(l_quantity) FROM t WHERE l_comment ILIKE '%FOX%' OR l_shipinstruct LIKE 'TAKE%'",
+        // No ORDER BY: groups in the order of their first rows that pass the WHERE.
+        "SELECT l_shipmode, count(*) FROM t WHERE l_quantity > 45 GROUP BY l_shipmode",
+        "SELECT l_partkey % 100, count(*), sum(l_quantity) FROM t WHERE l_quantity > 45 GROUP BY 1",
+        "SELECT l_linenumber, count(*) FROM t WHERE l_quantity > 45 GROUP BY l_linenumber",
+        "SELECT l_shipmode, l_linenumber, count(*) FROM t WHERE l_quantity > 45 GROUP BY 1, 2",
     ];
     let queries: Vec<String> = queries
         .iter()
@@ -954,7 +959,9 @@ fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
     // merged by value), each chunk's spread too wide for a table (ids from a map, slots not
     // in key order); `s`: a few hundred negative and positive values (a table, slots in key
     // order); `p` a decimal and `day` a date key; `z` a key with nulls in one chunk (merged
-    // by hash); `a` with nulls in another chunk (that chunk on the reference path).
+    // by hash); `a` with nulls in another chunk (that chunk on the reference path); `t` 200
+    // values each chunk holds all of and `u` 64 values spread over 190 (at least four rows a
+    // value in a chunk's range: ordered by the key, slots numbered by value, some empty).
     let n = 40_960i64;
     let schema = Arc::new(Schema::new(vec![
         Field::new("k", DataType::Int64, false),
@@ -963,6 +970,8 @@ fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
         Field::new("day", DataType::Date32, false),
         Field::new("z", DataType::Int64, true),
         Field::new("a", DataType::Int64, true),
+        Field::new("t", DataType::Int32, false),
+        Field::new("u", DataType::Int64, false),
     ]));
     let k = Int64Array::from_iter_values((0..n).map(|i| i * 7919 % 70_000));
     let s = Int32Array::from_iter_values((0..n).map(|i| (i * 31 % 601 - 300) as i32));
@@ -976,6 +985,8 @@ fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
     let a: Int64Array = (0..n)
         .map(|i| (!(7 * 1024..8 * 1024).contains(&i) || i % 5 != 0).then_some(i % 977 - 300))
         .collect();
+    let t = Int32Array::from_iter_values((0..n).map(|i| (i % 200 - 100) as i32));
+    let u = Int64Array::from_iter_values((0..n).map(|i| (i * 37 % 64) * 3));
     let batch = RecordBatch::try_new(
         schema,
         vec![
@@ -985,12 +996,14 @@ fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
             Arc::new(day),
             Arc::new(z),
             Arc::new(a),
+            Arc::new(t),
+            Arc::new(u),
         ],
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let path = write_with(&[batch], &dir.path().join("v.zf"), 1024, &[]);
     let mut queries = Vec::new();
-    for key in ["k", "s", "p", "day", "z"] {
+    for key in ["k", "s", "p", "day", "z", "t", "u"] {
         // No ORDER BY: the groups' first-seen order is compared too.
         queries.push(format!(
             "SELECT {key}, count(*), sum(a), min(a), max(s), avg(p) FROM t GROUP BY {key}"
@@ -1009,6 +1022,11 @@ fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
         queries.push(format!(
             "SELECT {key}, count(*) AS c FROM t GROUP BY {key} ORDER BY c, {key}"
         ));
+        // Float sums, extremes and moments (merged slot by slot), some groups filtered out.
+        queries.push(format!(
+            "SELECT {key}, sum(s * 0.5e0), min(p * 1.5e0), max(s * -1e0), stddev(p), avg(a) \
+             FROM t WHERE day < DATE '1997-01-01' GROUP BY {key} ORDER BY {key}"
+        ));
     }
     let queries: Vec<String> = queries
         .iter()
@@ -1020,6 +1038,6 @@ fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
     }
     // Every value of `k` is a group; `z`'s nulls are one.
     assert_eq!(run(&path, &queries[0], 2, false).len(), 40_960);
-    assert_eq!(run(&path, &queries[20], 1, false).len(), 2000);
+    assert_eq!(run(&path, &queries[24], 1, false).len(), 2000);
     assert_eq!(run(&path, &queries[3], 2, false).len(), 50);
 }
