@@ -948,10 +948,11 @@ impl Table {
             && q.order_by.first().is_some_and(|&(o, _)| {
                 matches!(q.output.get(o).map(|c| &c.expr), Some(Expr::KeyRef(0, _)))
             });
-        let order = match (range.is_some(), by_key) {
+        let first_seen = fast.as_ref().is_none_or(|f| f.first_seen);
+        let order = match (range.is_some(), first_seen) {
             (false, _) => SlotOrder::FirstSeen,
-            (true, false) => SlotOrder::Keys,
-            (true, true) => SlotOrder::KeysOnly,
+            (true, true) => SlotOrder::Keys,
+            (true, false) => SlotOrder::KeysOnly,
         };
         let mut merger = fast.as_ref().map(|_| Merger::new(q, threads, range));
         let mut rows = Groups::default();
@@ -973,7 +974,14 @@ impl Table {
                         .iter()
                         .any(|&col| self.file.chunk_meta(col, c).stats.null_count > 0);
                     match &fast {
-                        Some(plan) if !has_nulls => plan.chunk(self, q, c, order, scratch),
+                        Some(plan) if !has_nulls => match plan.chunk(self, q, c, order, scratch) {
+                            // More key combinations than the fast path's slots: this chunk
+                            // row by row instead.
+                            Err(e) if is_too_many_groups(&e) => self
+                                .reference_chunk(q, &cols, c, scratch)
+                                .map(Partial::Rows),
+                            r => r,
+                        },
                         _ => self
                             .reference_chunk(q, &cols, c, scratch)
                             .map(Partial::Rows),
@@ -1155,6 +1163,8 @@ impl StrTest {
 struct FastPlan {
     preds: Vec<ColPred>,
     rest: Vec<Expr>,
+    /// Whether the groups' first-seen order matters (ORDER BY does not name every key).
+    first_seen: bool,
 }
 
 fn conjuncts(e: &Expr, out: &mut Vec<Expr>) {
@@ -1454,7 +1464,18 @@ impl FastPlan {
             }
         }
         let _ = table;
-        Ok(Some(FastPlan { preds, rest }))
+        // Whether ORDER BY names every key: then no two groups tie and it alone decides
+        // their order, so the chunks need not find where each group is first seen.
+        let keys_sorted = (0..q.keys.len()).all(|k| {
+            q.order_by.iter().any(|&(o, _)| {
+                matches!(q.output.get(o).map(|c| &c.expr), Some(Expr::KeyRef(i, _)) if *i == k)
+            })
+        });
+        Ok(Some(FastPlan {
+            preds,
+            rest,
+            first_seen: !keys_sorted,
+        }))
     }
 
     /// Applies the non-column conjuncts to `mask` (block `ev.b`, `ev.n` rows) and selects the
@@ -1665,16 +1686,26 @@ impl FastPlan {
             })
             .collect();
         let mut selected = vec![0i64; nslots + 1];
-        // The groups' first-seen order is that of their first rows that pass the WHERE,
-        // which the slots' numbers (first seen among all rows) or first rows (slots in key
-        // order) do not give when rows are filtered: then each slot's first kept row.
+        // The groups' first-seen order (when it matters) is that of their first rows that
+        // pass the WHERE. Slots numbered in first-seen order give it without a WHERE, and
+        // so do slots in key order with their first rows; otherwise each slot's first kept
+        // row is found here, while some slot has not shown one.
         let filtered = !preds.is_empty() || !self.rest.is_empty();
-        let mut first_kept: Vec<u32> = if filtered && order != SlotOrder::KeysOnly && gids.is_some()
+        let known = if slot_keys.first_row.is_empty() {
+            slot_keys.first_seen
+        } else {
+            true
+        };
+        let mut first_kept: Vec<u32> = if self.first_seen && gids.is_some() && (filtered || !known)
         {
-            vec![u32::MAX; nslots + 1]
+            let mut f = vec![u32::MAX; nslots + 1];
+            // The trash slot never counts as unseen.
+            f[nslots] = 0;
+            f
         } else {
             Vec::new()
         };
+        let mut unseen = nslots;
         let mut selected4 = vec![0i64; 4 * (nslots + 1)];
         let mut ev = BlockEval {
             columns: &columns,
@@ -1827,10 +1858,14 @@ impl FastPlan {
             } else {
                 sel_g.resize(k, 0);
             }
-            if !first_kept.is_empty() {
+            if unseen > 0 && !first_kept.is_empty() {
+                // Rows in order: a slot's first sight is its first kept row.
                 let mut keep = |row: usize, g: u32| {
                     let f = &mut first_kept[g as usize];
-                    *f = (*f).min(row as u32);
+                    if *f == u32::MAX {
+                        *f = row as u32;
+                        unseen -= 1;
+                    }
                 };
                 if ev.sparse {
                     for (&i, &g) in ev.idx.iter().zip(&sel_g) {
@@ -1926,6 +1961,9 @@ struct SlotKeys {
     /// When the slots are not in first-seen order (they are in key order): each slot's
     /// first row (else empty).
     first_row: Vec<u32>,
+    /// Whether the slots are numbered in the order the chunk's rows first show them (not so
+    /// for dictionary codes, several keys, or slots in key order).
+    first_seen: bool,
 }
 
 impl SlotKeys {
@@ -1957,6 +1995,7 @@ fn group_ids(
         values: Vec::new(),
         ints: Vec::new(),
         first_row: Vec::new(),
+        first_seen: q.keys.len() == 1,
     };
     // One integral key: its ids are the slots, its values kept as integers too (and their
     // order, when known) for the merge.
@@ -1971,6 +2010,7 @@ fn group_ids(
         keys.count = ids.values.len();
         keys.values = ids.distinct;
         keys.ints = ids.values;
+        keys.first_seen = ids.first_row.is_empty();
         keys.first_row = ids.first_row;
         Ok(ids.ids)
     };
@@ -1995,7 +2035,9 @@ fn group_ids(
         let (ids, distinct) = match columns.get(index).and_then(ChunkColumn::strings) {
             Some(StrView::Plain(s)) => string_ids(s)?,
             Some(StrView::Dict(codes, dict)) => {
-                // The codes are the group ids; the dictionary gives their values.
+                // The codes are the group ids (in the dictionary's order); the dictionary
+                // gives their values.
+                keys.first_seen = false;
                 if codes.iter().any(|&c| c as usize >= dict.len()) {
                     return Err(Error::corrupt("string code past the dictionary"));
                 }
@@ -2031,10 +2073,16 @@ fn group_ids(
     Ok((Some(gids), keys))
 }
 
+/// What [`too_many_groups`] says.
+const TOO_MANY_GROUPS: &str = "GROUP BY with more than 2^20 key combinations in one chunk (keys must have few distinct values)";
+
+/// Whether `e` is [`too_many_groups`]'s error (the chunk then runs on the reference path).
+fn is_too_many_groups(e: &Error) -> bool {
+    matches!(e, Error::Unsupported { what, .. } if what == TOO_MANY_GROUPS)
+}
+
 fn too_many_groups() -> Error {
-    Error::unsupported(
-        "GROUP BY with more than 2^20 key combinations in one chunk (keys must have few distinct values)",
-    )
+    Error::unsupported(TOO_MANY_GROUPS)
 }
 
 /// Adds one key's per-row ids and distinct values to the chunk's group ids and key tuples:

@@ -191,6 +191,13 @@ fn fast_path_equals_reference_path() {
         "SELECT l_partkey % 100, count(*), sum(l_quantity) FROM t WHERE l_quantity > 45 GROUP BY 1",
         "SELECT l_linenumber, count(*) FROM t WHERE l_quantity > 45 GROUP BY l_linenumber",
         "SELECT l_shipmode, l_linenumber, count(*) FROM t WHERE l_quantity > 45 GROUP BY 1, 2",
+        // Dictionary codes and several keys as slots: still in first-seen order, also
+        // among the ties ORDER BY leaves.
+        "SELECT l_shipmode, count(*), sum(l_quantity) FROM t GROUP BY l_shipmode",
+        "SELECT l_returnflag, l_linestatus, count(*) FROM t GROUP BY 1, 2",
+        "SELECT l_partkey % 10, l_shipmode, count(*) FROM t GROUP BY 1, 2 ORDER BY 1 LIMIT 12",
+        // More key combinations in a chunk than the fast path's slots: that chunk row by row.
+        "SELECT l_partkey, l_orderkey, count(*), sum(l_quantity) FROM t GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 30",
     ];
     let queries: Vec<String> = queries
         .iter()
