@@ -1048,3 +1048,96 @@ fn groups_merged_by_key_value_match_the_reference_for_every_key_kind() {
     assert_eq!(run(&path, &queries[24], 1, false).len(), 2000);
     assert_eq!(run(&path, &queries[3], 2, false).len(), 50);
 }
+
+/// Random GROUP BY queries (one or two keys, one to four aggregates, an optional WHERE, ORDER
+/// BY and LIMIT) give the same rows, in the same order, on the fast path at two threads and
+/// one and on the reference path.
+#[test]
+fn random_group_by_queries_match_the_reference() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let batches = lineitem(0.004);
+    let path = write_with(&batches, &dir.path().join("r.zf"), 4096, &[]);
+    let keys = [
+        "l_suppkey",
+        "l_partkey",
+        "l_orderkey",
+        "l_linenumber",
+        "l_shipmode",
+        "l_returnflag",
+        "l_linestatus",
+        "l_quantity",
+        "l_shipdate",
+        "l_discount",
+        "l_suppkey % 10",
+        "l_partkey % 97",
+        "year(l_shipdate)",
+        "l_tax",
+    ];
+    let aggs = [
+        "count(*)",
+        "sum(l_quantity)",
+        "min(l_shipdate)",
+        "max(l_extendedprice)",
+        "avg(l_discount)",
+        "sum(l_extendedprice * (1 - l_discount))",
+        "count(l_comment)",
+        "min(l_partkey)",
+        "max(l_suppkey)",
+        "stddev(l_quantity)",
+        "sum(l_tax * 1.5e0)",
+        "min(l_extendedprice * 0.5e0)",
+        "avg(l_quantity * 2e0)",
+        "var_pop(l_discount)",
+    ];
+    let preds = [
+        "l_quantity > 45",
+        "l_discount BETWEEN 0.02 AND 0.05",
+        "l_shipdate < DATE '1995-01-01'",
+        "l_shipmode IN ('AIR', 'MAIL')",
+        "l_suppkey < 10",
+        "l_orderkey % 3 = 1",
+        "l_returnflag = 'R'",
+        "l_partkey > 100 AND l_partkey < 400",
+        "l_comment LIKE '%fox%'",
+        "NOT l_linenumber = 1",
+        "l_tax = 0.08 OR l_quantity < 3",
+    ];
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    for _ in 0..120 {
+        let mut items: Vec<&str> = Vec::new();
+        let nkeys = if next(4) == 0 { 2 } else { 1 };
+        while items.len() < nkeys {
+            let k = keys[next(keys.len())];
+            if !items.contains(&k) {
+                items.push(k);
+            }
+        }
+        for _ in 0..1 + next(4) {
+            items.push(aggs[next(aggs.len())]);
+        }
+        let mut q = format!("SELECT {} FROM '{path}'", items.join(", "));
+        if next(10) < 7 {
+            let a = preds[next(preds.len())];
+            q += &format!(" WHERE {a}");
+            if next(2) == 0 {
+                q += &format!(" AND {}", preds[next(preds.len())]);
+            }
+        }
+        let positions: Vec<String> = (1..=nkeys).map(|i| i.to_string()).collect();
+        q += &format!(" GROUP BY {}", positions.join(", "));
+        match next(10) {
+            0..=2 => q += " ORDER BY 1",
+            3 => q += " ORDER BY 1 DESC LIMIT 20",
+            _ => {}
+        }
+        let fast = run(&path, &q, 2, false);
+        assert_eq!(fast, run(&path, &q, 1, false), "{q}");
+        assert_eq!(fast, run(&path, &q, 1, true), "{q}");
+    }
+}
