@@ -440,3 +440,136 @@ fn invalid_utf8_in_csv_names_line_and_column() {
         assert!(!dir.path().join("x.zf").exists());
     }
 }
+
+/// `zipflow raster compress` and `zipflow raster ndvi` as a user runs them: two TIFF bands
+/// (a partial last vector, no-data pixels, bright outliers), each op's answer checked against
+/// the exact one, and the refusals.
+#[test]
+fn raster_bands_compress_and_aggregate() {
+    use zipflow_compute::raster::{Raster, write_tiff};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    let (w, h) = (301u32, 211u32);
+    let band = |f: &dyn Fn(u32, u32) -> u16| -> Vec<u16> {
+        (0..h)
+            .flat_map(|y| (0..w).map(move |x| (x, y)))
+            .map(|(x, y)| f(x, y))
+            .collect()
+    };
+    let nir = band(&|x, y| match (x * 31 + y * 17) % 997 {
+        0 => 0,
+        1 => 60_000,
+        v => 1500 + (v as u16) * 3,
+    });
+    let red = band(&|x, y| match (x * 13 + y * 7) % 991 {
+        0 => 0,
+        v => 300 + (v as u16) * 2,
+    });
+    for (name, pixels) in [("nir.tif", &nir), ("red.tif", &red)] {
+        let r = Raster::new(w, h, pixels.clone()).unwrap_or_else(|e| panic!("{e}"));
+        write_tiff(&r, d.join(name)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // The default plan for one band, another fused plan for the other.
+    let o = zipflow(&["raster", "compress", "nir.tif", "-o", "nir.zf"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = zipflow(
+        &[
+            "raster",
+            "compress",
+            "red.tif",
+            "-o",
+            "red.zf",
+            "--plan",
+            "for | bitpack",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let pairs = || {
+        nir.iter()
+            .zip(&red)
+            .map(|(&n, &r)| (f64::from(n), f64::from(r)))
+    };
+    let sum_nr: u64 = nir
+        .iter()
+        .zip(&red)
+        .map(|(&n, &r)| u64::from(n) + u64::from(r))
+        .sum();
+    let count = pairs().filter(|&(n, r)| (n - r) / (n + r) > 0.3).count();
+    let sum: f64 = pairs()
+        .filter(|&(n, r)| n + r > 0.0)
+        .map(|(n, r)| (n - r) / (n + r))
+        .sum();
+    let ndvi = |op: &[&str]| -> String {
+        let mut args = vec!["raster", "ndvi", "--nir", "nir.zf", "--red", "red.zf"];
+        args.extend_from_slice(op);
+        let o = zipflow(&args, d);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let answer = |out: &str| -> String {
+        let line = out.lines().next().unwrap_or_default();
+        let after = line.split(" = ").nth(1).unwrap_or_default();
+        after
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(answer(&ndvi(&["--op", "sum-nr"])), sum_nr.to_string());
+    assert_eq!(
+        answer(&ndvi(&["--op", "count", "--t", "0.3"])),
+        count.to_string()
+    );
+    for op in ["sum", "sum-recip", "sum-newton"] {
+        let got: f64 = answer(&ndvi(&["--op", op, "--threads", "2"]))
+            .parse()
+            .unwrap_or_else(|e| panic!("{op}: {e}"));
+        assert!(
+            (got - sum).abs() < 1e-4 * nir.len() as f64,
+            "{op}: {got} vs {sum}"
+        );
+    }
+    // Refusals: an existing output, a file that is not a TIFF (nothing written), bands of
+    // different sizes, an unknown op.
+    let o = zipflow(&["raster", "compress", "nir.tif", "-o", "nir.zf"], d);
+    assert!(
+        !o.status.success() && stderr(&o).contains("--force"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(d.join("not.tif"), b"not a tiff").unwrap_or_else(|e| panic!("{e}"));
+    let o = zipflow(&["raster", "compress", "not.tif", "-o", "not.zf"], d);
+    assert!(
+        !o.status.success() && stderr(&o).contains("not.tif"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!d.join("not.zf").exists());
+    let small = Raster::new(10, 10, vec![7; 100]).unwrap_or_else(|e| panic!("{e}"));
+    write_tiff(&small, d.join("small.tif")).unwrap_or_else(|e| panic!("{e}"));
+    let o = zipflow(&["raster", "compress", "small.tif", "-o", "small.zf"], d);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = zipflow(
+        &[
+            "raster", "ndvi", "--nir", "nir.zf", "--red", "small.zf", "--op", "sum",
+        ],
+        d,
+    );
+    assert!(
+        !o.status.success() && stderr(&o).contains("differ"),
+        "{}",
+        stderr(&o)
+    );
+    let o = zipflow(
+        &[
+            "raster", "ndvi", "--nir", "nir.zf", "--red", "red.zf", "--op", "nope",
+        ],
+        d,
+    );
+    assert!(
+        !o.status.success() && stderr(&o).contains("nope"),
+        "{}",
+        stderr(&o)
+    );
+}
