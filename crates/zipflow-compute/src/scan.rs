@@ -463,7 +463,7 @@ impl Merger {
         let accs = |n: usize| -> Vec<DenseAcc> {
             q.aggregates
                 .iter()
-                .map(|a| DenseAcc::new(n, a.func, arg_is_float(a.arg.as_ref()), 0))
+                .map(|a| DenseAcc::new(n, a.func, arg_is_float(a.arg.as_ref()), 0, 1))
                 .collect()
         };
         if let Some(r) = range {
@@ -1654,6 +1654,10 @@ impl FastPlan {
         // Dense group ids for the chunk.
         let (gids, slot_keys) = group_ids(table, q, &columns, rows, c, order, scratch)?;
         let nslots = slot_keys.len().max(1);
+        // Four interleaved copies of the per-slot partial sums keep neighbouring rows of one
+        // group from waiting on each other's store; with a thousand slots or more such
+        // neighbours are rare, and one copy touches a quarter of the memory.
+        let copies = if nslots >= 1024 { 1 } else { 4 };
         // Slot `nslots` takes the rows a dense block filtered out.
         let trash = nslots;
         let shared = shared_accs(q);
@@ -1682,7 +1686,7 @@ impl FastPlan {
                 } else {
                     AggFunc::Count
                 };
-                DenseAcc::new(nslots + 1, func, float, fold)
+                DenseAcc::new(nslots + 1, func, float, fold, copies)
             })
             .collect();
         let mut selected = vec![0i64; nslots + 1];
@@ -1706,7 +1710,7 @@ impl FastPlan {
             Vec::new()
         };
         let mut unseen = nslots;
-        let mut selected4 = vec![0i64; 4 * (nslots + 1)];
+        let mut selected4 = vec![0i64; copies * (nslots + 1)];
         let mut ev = BlockEval {
             columns: &columns,
             checked,
@@ -1882,7 +1886,7 @@ impl FastPlan {
             if uniform {
                 selected[0] += k as i64;
             } else {
-                let stride = selected.len();
+                let stride = if copies > 1 { selected.len() } else { 0 };
                 kernels::scatter(&mut selected4, stride, &ONES[..sel_g.len()], &sel_g);
             }
             for (i, (a, d)) in q.aggregates.iter().zip(&mut dense).enumerate() {
@@ -1898,7 +1902,7 @@ impl FastPlan {
                 ev.give(v);
             }
         }
-        for k in 0..4 {
+        for k in 0..copies {
             for (s, c) in selected.iter_mut().zip(&selected4[k * (nslots + 1)..]) {
                 *s += c;
             }
@@ -2321,7 +2325,8 @@ struct DenseAcc {
     /// aggregate of a slot sees the same rows).
     count: Vec<i64>,
     sum_i: Vec<i128>,
-    /// Partial sums in i64, four interleaved copies of the slots (see `fold`).
+    /// Partial sums in i64, four interleaved copies of the slots, or one copy where slots
+    /// are many (see `fold`).
     part: Vec<i64>,
     /// Blocks whose values the partial sums take before they are folded into `sum_i`
     /// without overflow; 0 when the values are not known to be small enough.
@@ -2343,8 +2348,9 @@ struct DenseAcc {
 }
 
 impl DenseAcc {
-    /// Accumulators of `n` slots for `func` (over floats or not); `fold` as the field.
-    fn new(n: usize, func: AggFunc, float: bool, fold: u64) -> DenseAcc {
+    /// Accumulators of `n` slots for `func` (over floats or not); `fold` as the field, with
+    /// `copies` (1 or 4) interleaved copies of the partial sums.
+    fn new(n: usize, func: AggFunc, float: bool, fold: u64, copies: usize) -> DenseAcc {
         let sized = |on: bool| if on { n } else { 0 };
         let sums = matches!(func, AggFunc::Sum | AggFunc::Avg);
         let (min, max) = (func == AggFunc::Min, func == AggFunc::Max);
@@ -2353,7 +2359,7 @@ impl DenseAcc {
             float,
             count: vec![0; n],
             sum_i: vec![0; sized(sums && !float)],
-            part: vec![0; 4 * sized(sums && !float && fold > 0)],
+            part: vec![0; copies * sized(sums && !float && fold > 0)],
             fold,
             pending: 0,
             sum_f: vec![0.0; sized(sums && float)],
@@ -2371,7 +2377,7 @@ impl DenseAcc {
     /// Adds the partial sums into `sum_i` and clears them.
     fn fold_parts(&mut self) {
         let stride = self.sum_i.len();
-        for k in 0..4 {
+        for k in 0..self.part.len() / stride.max(1) {
             for (p, s) in self.part[k * stride..(k + 1) * stride]
                 .iter_mut()
                 .zip(&mut self.sum_i)
@@ -2431,6 +2437,7 @@ impl DenseAcc {
                     // Folded when the sums could overflow, not every block: with many
                     // slots a fold costs far more than the block.
                     let stride = self.sum_i.len();
+                    let stride = if self.part.len() > stride { stride } else { 0 };
                     kernels::scatter(&mut self.part, stride, x, slots);
                     self.pending += 1;
                     if self.pending >= self.fold {
@@ -2493,7 +2500,7 @@ impl DenseAcc {
     /// One slot holding what an [`Acc`] of the reference path holds, for `func` (over
     /// floats or not).
     fn of_acc(func: AggFunc, float: bool, a: &Acc) -> DenseAcc {
-        let mut d = DenseAcc::new(1, func, float, 0);
+        let mut d = DenseAcc::new(1, func, float, 0, 1);
         d.count[0] = a.count;
         let int = |v: &Value| match v {
             Value::Int(x) => *x,
@@ -2769,7 +2776,8 @@ mod kernels {
     }
 
     /// `part[k * stride + slots[j]] += x[j]` with `k = j % 4`; `part` has `4 * stride` entries
-    /// and every slot is below `stride`.
+    /// and every slot is below `stride`, or `stride` is 0 (one copy: every slot indexes
+    /// `part`).
     pub(super) fn scatter(part: &mut [i64], stride: usize, x: &[i64], slots: &[u32]) {
         scatter_impl(part, stride, x, slots);
     }
