@@ -531,45 +531,33 @@ fn raster_bands_compress_and_aggregate() {
         );
     }
     // Refusals: an existing output, a file that is not a TIFF (nothing written), bands of
-    // different sizes, an unknown op.
-    let o = zipflow(&["raster", "compress", "nir.tif", "-o", "nir.zf"], d);
-    assert!(
-        !o.status.success() && stderr(&o).contains("--force"),
-        "{}",
-        stderr(&o)
+    // different sizes, an unknown op; each fails with `needle` in its message.
+    let refused = |args: &[&str], needle: &str| {
+        let o = zipflow(args, d);
+        assert!(
+            !o.status.success() && stderr(&o).contains(needle),
+            "{}",
+            stderr(&o)
+        );
+    };
+    refused(
+        &["raster", "compress", "nir.tif", "-o", "nir.zf"],
+        "--force",
     );
     std::fs::write(d.join("not.tif"), b"not a tiff").unwrap_or_else(|e| panic!("{e}"));
-    let o = zipflow(&["raster", "compress", "not.tif", "-o", "not.zf"], d);
-    assert!(
-        !o.status.success() && stderr(&o).contains("not.tif"),
-        "{}",
-        stderr(&o)
+    refused(
+        &["raster", "compress", "not.tif", "-o", "not.zf"],
+        "not.tif",
     );
     assert!(!d.join("not.zf").exists());
     let small = Raster::new(10, 10, vec![7; 100]).unwrap_or_else(|e| panic!("{e}"));
     write_tiff(&small, d.join("small.tif")).unwrap_or_else(|e| panic!("{e}"));
     let o = zipflow(&["raster", "compress", "small.tif", "-o", "small.zf"], d);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = zipflow(
-        &[
-            "raster", "ndvi", "--nir", "nir.zf", "--red", "small.zf", "--op", "sum",
-        ],
-        d,
+    let ndvi = ["raster", "ndvi", "--nir", "nir.zf", "--red"];
+    refused(
+        &[&ndvi[..], &["small.zf", "--op", "sum"]].concat(),
+        "differ",
     );
-    assert!(
-        !o.status.success() && stderr(&o).contains("differ"),
-        "{}",
-        stderr(&o)
-    );
-    let o = zipflow(
-        &[
-            "raster", "ndvi", "--nir", "nir.zf", "--red", "red.zf", "--op", "nope",
-        ],
-        d,
-    );
-    assert!(
-        !o.status.success() && stderr(&o).contains("nope"),
-        "{}",
-        stderr(&o)
-    );
+    refused(&[&ndvi[..], &["red.zf", "--op", "nope"]].concat(), "nope");
 }

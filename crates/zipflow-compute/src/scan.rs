@@ -415,20 +415,15 @@ struct DirectPart {
 }
 
 impl DirectPart {
-    /// Merges slot `s` of a chunk's accumulators into the group of `v` (of this part).
-    fn merge(&mut self, own: &[usize], v: i64, at: (u32, u32), from: &[DenseAcc], s: usize) {
+    /// The group of `v` (of this part), and whether it is new (then first seen at `at`).
+    fn claim(&mut self, v: i64, at: (u32, u32)) -> (u32, bool) {
         let g = (v - self.base) as usize;
-        if self.first[g] == UNSEEN {
+        let new = self.first[g] == UNSEEN;
+        if new {
             self.first[g] = at;
             self.groups += 1;
-            for &i in own {
-                self.dense[i].set_slot(g, &from[i], s);
-            }
-        } else {
-            for &i in own {
-                self.dense[i].merge_slot(g, &from[i], s);
-            }
         }
+        (g as u32, new)
     }
 }
 
@@ -554,13 +549,8 @@ impl Merger {
                                 return Err(outside_zone_maps(v.into(), chunk));
                             }
                             if (a..b).contains(&v) {
-                                let g = (v - m.base) as usize;
-                                let new = m.first[g] == UNSEEN;
-                                if new {
-                                    m.first[g] = at(j, s);
-                                    m.groups += 1;
-                                }
-                                pairs.push((g as u32, s));
+                                let (g, new) = m.claim(v, at(j, s));
+                                pairs.push((g, s));
                                 fresh.push(new);
                             }
                         }
@@ -590,7 +580,10 @@ impl Merger {
                                 .zip(accs)
                                 .map(|(d, a)| DenseAcc::of_acc(d.func, d.float, a))
                                 .collect();
-                            m.merge(own, v as i64, (chunk, at as u32), &one, 0);
+                            let (g, new) = m.claim(v as i64, (chunk, at as u32));
+                            for &i in own {
+                                m.dense[i].merge_pairs(&one[i], &[(g, 0)], &[new]);
+                            }
                         }
                     }
                 }
@@ -1695,11 +1688,7 @@ impl FastPlan {
         // so do slots in key order with their first rows; otherwise each slot's first kept
         // row is found here, while some slot has not shown one.
         let filtered = !preds.is_empty() || !self.rest.is_empty();
-        let known = if slot_keys.first_row.is_empty() {
-            slot_keys.first_seen
-        } else {
-            true
-        };
+        let known = slot_keys.first_seen || !slot_keys.first_row.is_empty();
         let mut first_kept: Vec<u32> = if self.first_seen && gids.is_some() && (filtered || !known)
         {
             let mut f = vec![u32::MAX; nslots + 1];
@@ -2183,9 +2172,6 @@ fn string_ids(s: &ByteStrings) -> Result<(Vec<u32>, Vec<Value>)> {
     Ok((ids, distinct))
 }
 
-/// An integral key's per-row ids (in first-seen order, or in ascending order of their
-/// values), and each id's value (as stored, and as a [`Value`] unless the ids are in the
-/// values' order).
 /// How a chunk numbers the group slots of a single integral key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotOrder {
@@ -2199,6 +2185,9 @@ enum SlotOrder {
     KeysOnly,
 }
 
+/// An integral key's per-row ids (in first-seen order, or in ascending order of their
+/// values), and each id's value (as stored, and as a [`Value`] unless the ids are in the
+/// values' order).
 struct IntIds {
     ids: Vec<u32>,
     distinct: Vec<Value>,
