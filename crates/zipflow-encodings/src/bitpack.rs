@@ -65,6 +65,66 @@ pub fn pack<U: Int + BitPacking>(values: &[U], width: u32) -> Vec<U> {
     out
 }
 
+/// A `bitpack` node, parsed and checked once: its width and its packed bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    /// Bits per value, at most the bits of the stream's unsigned type.
+    pub width: u32,
+    /// `packed_bytes(len, width)` bytes: the packed words of the stream's unsigned type.
+    pub packed: &'a [u8],
+    /// Values the node decodes to.
+    pub len: usize,
+}
+
+impl<'a> View<'a> {
+    /// Checks `node`'s shape, width and buffer length.
+    pub fn parse(node: &NodeView<'a>) -> Result<View<'a>> {
+        node.expect_shape("bitpack", 1, 0)?;
+        let mut meta = node.meta_reader();
+        let width = u32::from(meta.u8("bit width")?);
+        meta.finish("bitpack")?;
+        if !node.ptype.is_int() {
+            return Err(Error::corrupt(format!(
+                "bitpack node claims {} values",
+                node.ptype
+            )));
+        }
+        let bits = node.ptype.byte_width() as u32 * 8;
+        if width > bits {
+            return Err(Error::corrupt(format!(
+                "bit width {width} exceeds the {bits}-bit value type"
+            )));
+        }
+        let packed = node.buffer(0, "packed")?;
+        let need = packed_bytes(node.len, width);
+        if packed.len() != need {
+            return Err(Error::corrupt(format!(
+                "packed buffer has {} bytes, {} values at {width} bits need {need}",
+                packed.len(),
+                node.len
+            )));
+        }
+        Ok(View {
+            width,
+            packed,
+            len: node.len,
+        })
+    }
+
+    /// The packed words as `U`s (copied into `scratch` only if the buffer is misaligned).
+    /// `U` must be the stream's unsigned type, or narrower.
+    pub fn words<U: Int>(&self, scratch: &'a mut Vec<U>) -> Result<&'a [U]> {
+        if self.width > U::BITS {
+            return Err(Error::corrupt(format!(
+                "bit width {} exceeds the {}-bit value type",
+                self.width,
+                U::BITS
+            )));
+        }
+        cast_or_copy::<U>(self.packed, scratch, "packed")
+    }
+}
+
 /// A validated bit-packed node: width and packed words.
 pub struct Packed<'a, U> {
     /// Bits per value.
@@ -79,26 +139,18 @@ pub fn view<'a, U: Int + BitPacking>(
     node: &NodeView<'a>,
     scratch: &'a mut Vec<U>,
 ) -> Result<Packed<'a, U>> {
-    node.expect_shape("bitpack", 1, 0)?;
-    let mut meta = node.meta_reader();
-    let width = meta.u8("bit width")? as usize;
-    meta.finish("bitpack")?;
-    if width > U::BITS as usize {
+    let v = View::parse(node)?;
+    if U::BITS as usize != node.ptype.byte_width() * 8 {
         return Err(Error::corrupt(format!(
-            "bit width {width} exceeds the {}-bit value type",
+            "a bitpack node of {} values read as {}-bit words",
+            node.ptype,
             U::BITS
         )));
     }
-    let words = cast_or_copy::<U>(node.buffer(0, "packed")?, scratch, "packed")?;
-    let expected = vectors(node.len) * VECTOR_LEN * width / U::BITS as usize;
-    if words.len() != expected {
-        return Err(Error::corrupt(format!(
-            "packed buffer has {} words, {} values at {width} bits need {expected}",
-            words.len(),
-            node.len
-        )));
-    }
-    Ok(Packed { width, words })
+    Ok(Packed {
+        width: v.width as usize,
+        words: v.words(scratch)?,
+    })
 }
 
 /// Unpacks all vectors of `p` into `out` (resized to `len`), calling `fused` on each full
@@ -175,9 +227,8 @@ impl Encoding for BitPack {
     }
 
     fn params(&self, node: &NodeView<'_>) -> Vec<i64> {
-        node.meta
-            .first()
-            .map(|&w| vec![i64::from(w)])
+        View::parse(node)
+            .map(|v| vec![i64::from(v.width)])
             .unwrap_or_default()
     }
 

@@ -26,6 +26,24 @@ fn single_bits(input: &Values) -> Option<u64> {
     }
 }
 
+/// A `constant` node, parsed and checked once.
+#[derive(Debug, Clone, Copy)]
+pub struct View {
+    /// The value's bits, zero-extended (floats by their bit pattern).
+    pub bits: u64,
+}
+
+impl View {
+    /// Checks `node`'s shape and metadata.
+    pub fn parse(node: &NodeView<'_>) -> Result<View> {
+        node.expect_shape("constant", 0, 0)?;
+        let mut meta = node.meta_reader();
+        let bits = meta.u64("value")?;
+        meta.finish("constant")?;
+        Ok(View { bits })
+    }
+}
+
 impl Encoding for Constant {
     fn id(&self) -> u16 {
         ID
@@ -55,10 +73,7 @@ impl Encoding for Constant {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, _scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("constant", 0, 0)?;
-        let mut meta = node.meta_reader();
-        let bits = meta.u64("value")?;
-        meta.finish("constant")?;
+        let View { bits } = View::parse(node)?;
         let n = node.len;
         match out {
             Values::Int(o) => match_ints!(o, T, o => {

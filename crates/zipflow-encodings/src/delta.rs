@@ -48,6 +48,30 @@ pub fn prefix_sum<T: Int>(base: T, values: &mut [T]) {
     }
 }
 
+/// A `delta` node, parsed and checked once: its base and its differences child.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'n, 'a> {
+    /// The first value's bits, zero-extended (0 when empty).
+    pub base: u64,
+    /// The differences: the stream's type, the node's length.
+    pub differences: &'n NodeView<'a>,
+}
+
+impl<'n, 'a> View<'n, 'a> {
+    /// Checks `node`'s shape, metadata and child.
+    pub fn parse(node: &'n NodeView<'a>) -> Result<View<'n, 'a>> {
+        node.expect_shape("delta", 0, 1)?;
+        let mut meta = node.meta_reader();
+        let base = meta.u64("base")?;
+        meta.finish("delta")?;
+        expect_child(node, 0, "differences", node.ptype, Some(node.len))?;
+        Ok(View {
+            base,
+            differences: &node.children[0],
+        })
+    }
+}
+
 impl Encoding for Delta {
     fn id(&self) -> u16 {
         ID
@@ -83,12 +107,10 @@ impl Encoding for Delta {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("delta", 0, 1)?;
-        let mut meta = node.meta_reader();
-        let base = meta.u64("base")?;
-        meta.finish("delta")?;
-        expect_child(node, 0, "differences", node.ptype, Some(node.len))?;
-        let child = &node.children[0];
+        let View {
+            base,
+            differences: child,
+        } = View::parse(node)?;
         let Values::Int(o) = out else {
             return Err(Error::corrupt("delta node for non-integer values"));
         };

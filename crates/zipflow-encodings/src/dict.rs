@@ -115,9 +115,9 @@ impl Encoding for Dict {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        check(node)?;
-        let dict = scratch.decode(&node.children[1])?;
-        let result = decode_with(&node.children[0], &dict, node.len, out, scratch);
+        let view = View::parse(node)?;
+        let dict = scratch.decode(view.values)?;
+        let result = decode_with(view.codes, &dict, node.len, out, scratch);
         scratch.give(dict);
         result
     }
@@ -147,22 +147,37 @@ fn split(v: &IntVec) -> (Values, Values) {
     })
 }
 
-/// Checks a `dict` node's shape and children.
-fn check(node: &NodeView<'_>) -> Result<()> {
-    node.expect_shape("dict", 0, 2)?;
-    node.meta_reader().finish("dict")?;
-    expect_child(node, 1, "values", node.ptype, None)?;
-    let entries = node.children[1].len;
-    expect_child(node, 0, "codes", code_type(entries), Some(node.len))?;
-    // The encoder never stores a value the stream lacks; checking it first keeps a hostile
-    // header from making us decode a huge dictionary.
-    if entries > node.len {
-        return Err(Error::corrupt(format!(
-            "dictionary of {entries} values for a stream of {}",
-            node.len
-        )));
+/// A `dict` node, parsed and checked once: its codes and its dictionary.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'n, 'a> {
+    /// One code per value: u8, u16 or u32 by the dictionary's length
+    /// ([`code_type`]), the node's length.
+    pub codes: &'n NodeView<'a>,
+    /// The dictionary: the node's type, at most as many entries as values.
+    pub values: &'n NodeView<'a>,
+}
+
+impl<'n, 'a> View<'n, 'a> {
+    /// Checks `node`'s shape and children.
+    pub fn parse(node: &'n NodeView<'a>) -> Result<View<'n, 'a>> {
+        node.expect_shape("dict", 0, 2)?;
+        node.meta_reader().finish("dict")?;
+        expect_child(node, 1, "values", node.ptype, None)?;
+        let entries = node.children[1].len;
+        expect_child(node, 0, "codes", code_type(entries), Some(node.len))?;
+        // The encoder never stores a value the stream lacks; checking it first keeps a hostile
+        // header from making us decode a huge dictionary.
+        if entries > node.len {
+            return Err(Error::corrupt(format!(
+                "dictionary of {entries} values for a stream of {}",
+                node.len
+            )));
+        }
+        Ok(View {
+            codes: &node.children[0],
+            values: &node.children[1],
+        })
     }
-    Ok(())
 }
 
 /// Checks the decoded dictionary and decodes the codes child through it into `out`.
@@ -331,8 +346,7 @@ pub(crate) fn for_each_run<T: Int + IntVecOf>(
     scratch: &mut Scratch,
     mut f: impl FnMut(&mut [T]) -> Result<()>,
 ) -> Result<()> {
-    check(node)?;
-    let codes = &node.children[0];
+    let codes = View::parse(node)?.codes;
     if codes.id != bitpack::ID {
         let mut out = Values::Int(T::wrap(Vec::new()));
         Dict.decode(node, &mut out, scratch)?;

@@ -24,7 +24,7 @@
 
 use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
-use crate::patch::{read_exceptions, read_meta, read_positions};
+use crate::patch::Exceptions;
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
 use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
@@ -222,26 +222,54 @@ fn shell<F: Decimal>(plan: &Plan, values: &[F]) -> Result<(EncodedNode, Values)>
     Ok((node, Values::Int(F::I::wrap(ints))))
 }
 
+/// A `float2int` node, parsed and checked once.
+#[derive(Debug, Clone)]
+pub struct View<'n, 'a> {
+    /// The exponent `E`: values are the integers divided by `10^E`.
+    pub exponent: u8,
+    /// The exceptions, kept as raw bits (u64 for f64, u32 for f32).
+    pub exceptions: Exceptions<'a>,
+    /// The scaled integers: i64 for f64, i32 for f32, the node's length.
+    pub integers: &'n NodeView<'a>,
+}
+
+impl<'n, 'a> View<'n, 'a> {
+    /// Checks `node`'s shape, metadata, buffers and child.
+    pub fn parse(node: &'n NodeView<'a>) -> Result<View<'n, 'a>> {
+        let (exponent, exceptions) = Exceptions::parse(node, "float2int", "exponent")?;
+        let (max, ints) = match node.ptype {
+            PType::F64 => (<f64 as Decimal>::MAX_EXPONENT, PType::I64),
+            PType::F32 => (<f32 as Decimal>::MAX_EXPONENT, PType::I32),
+            p => return Err(Error::corrupt(format!("float2int node claims {p} values"))),
+        };
+        if exponent > max {
+            return Err(Error::corrupt(format!(
+                "float2int exponent {exponent} exceeds {max} for {} values",
+                node.ptype
+            )));
+        }
+        expect_child(node, 0, "scaled integers", ints, Some(node.len))?;
+        Ok(View {
+            exponent,
+            exceptions,
+            integers: &node.children[0],
+        })
+    }
+}
+
 fn decode_typed<F: Decimal>(
     node: &NodeView<'_>,
     out: &mut Vec<F>,
     scratch: &mut Scratch,
 ) -> Result<()> {
-    let (e, count) = read_meta(node, "float2int", "exponent")?;
-    if e > F::MAX_EXPONENT {
-        return Err(Error::corrupt(format!(
-            "float2int exponent {e} exceeds {} for {} values",
-            F::MAX_EXPONENT,
-            F::PTYPE
-        )));
+    let view = View::parse(node)?;
+    if node.ptype != F::PTYPE {
+        return Err(Error::corrupt("float2int node read as another float type"));
     }
-    let mut position_copy = Vec::new();
-    let positions = read_positions(node, count, &mut position_copy)?;
     let mut exception_copy = Vec::new();
-    let exceptions = read_exceptions::<F::Bits>(node, count, &mut exception_copy)?;
-    expect_child(node, 0, "scaled integers", F::I::PTYPE, Some(node.len))?;
-    let decoded = scratch.decode(&node.children[0])?;
-    let scale = POW10[usize::from(e)];
+    let exceptions = view.exceptions.values_as::<F::Bits>(&mut exception_copy)?;
+    let decoded = scratch.decode(view.integers)?;
+    let scale = POW10[usize::from(view.exponent)];
     let result = match &decoded {
         Values::Int(iv) => match F::I::slice(iv) {
             Some(ints) => {
@@ -255,8 +283,8 @@ fn decode_typed<F: Decimal>(
     };
     scratch.give(decoded);
     result?;
-    for (&p, &bits) in positions.iter().zip(exceptions) {
-        // `read_positions` checked every position against `node.len`, the child's length,
+    for (&p, &bits) in view.exceptions.positions.iter().zip(exceptions) {
+        // `View::parse` checked every position against `node.len`, the child's length,
         // which `out` now holds.
         out[p as usize] = F::from_raw(bits);
     }
@@ -309,7 +337,6 @@ impl Encoding for FloatToInt {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("float2int", 2, 1)?;
         match out {
             Values::F64(o) => decode_typed(node, o, scratch),
             Values::F32(o) => decode_typed(node, o, scratch),

@@ -31,6 +31,31 @@ pub fn offsets<T: Int>(values: &[T]) -> (T, Vec<<T as Int>::U>) {
     (min, offs)
 }
 
+/// A `for` node, parsed and checked once: its reference and its offsets child.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'n, 'a> {
+    /// The reference's bits (the minimum, zero-extended to 64 bits).
+    pub reference: u64,
+    /// The offsets from the reference: the stream's unsigned type, the node's length.
+    pub offsets: &'n NodeView<'a>,
+}
+
+impl<'n, 'a> View<'n, 'a> {
+    /// Checks `node`'s shape, metadata and child.
+    pub fn parse(node: &'n NodeView<'a>) -> Result<View<'n, 'a>> {
+        node.expect_shape("for", 0, 1)?;
+        let mut meta = node.meta_reader();
+        let reference = meta.u64("reference")?;
+        meta.finish("for")?;
+        let child_type = bitpack::unsigned_of(node.ptype);
+        expect_child(node, 0, "offsets", child_type, Some(node.len))?;
+        Ok(View {
+            reference,
+            offsets: &node.children[0],
+        })
+    }
+}
+
 /// Header (16 B) plus one child-table entry, padded to 8, plus the 8-byte reference.
 const NODE_OVERHEAD: usize = 24 + 8;
 
@@ -81,16 +106,13 @@ impl Encoding for FrameOfReference {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("for", 0, 1)?;
-        let mut meta = node.meta_reader();
-        let reference = meta.u64("reference")?;
-        meta.finish("for")?;
         let Values::Int(out) = out else {
             return Err(Error::corrupt("for node for non-integer values"));
         };
-        let child_type = bitpack::unsigned_of(node.ptype);
-        expect_child(node, 0, "offsets", child_type, Some(node.len))?;
-        let child = &node.children[0];
+        let View {
+            reference,
+            offsets: child,
+        } = View::parse(node)?;
         match_ints!(out, T, o => {
             let r = T::from_u64_wrapping(reference).to_bits();
             let mut bits: Vec<<T as Int>::U> = bytemuck::allocation::cast_vec(std::mem::take(o));

@@ -14,6 +14,7 @@
 //! [`NodeView::parse`] checks every length and offset once; decoders then work on validated
 //! slices and only need to check what their own metadata claims.
 
+use std::borrow::Cow;
 use zipflow_core::{Error, PType, Result};
 
 /// Size of the fixed node header.
@@ -361,6 +362,26 @@ pub fn cast_or_copy<'s, T: bytemuck::Pod>(
             Ok(scratch)
         }
     }
+}
+
+/// Views a buffer as `&[T]` if it is aligned and a whole number of `T`s; otherwise copies it
+/// (a reader whose bytes are not 8-aligned still works, only slower).
+pub fn cast_cow<'a, T: bytemuck::Pod>(bytes: &'a [u8], what: &str) -> Result<Cow<'a, [T]>> {
+    let size = size_of::<T>();
+    if !bytes.len().is_multiple_of(size) {
+        return Err(Error::corrupt(format!(
+            "{what} buffer of {} bytes is not a multiple of {size}",
+            bytes.len()
+        )));
+    }
+    Ok(match bytemuck::try_cast_slice(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => {
+            let mut v = vec![T::zeroed(); bytes.len() / size];
+            bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(bytes);
+            Cow::Owned(v)
+        }
+    })
 }
 
 #[cfg(test)]

@@ -16,8 +16,9 @@
 //! stream with exceptions replaced by 0, same type and length.
 
 use crate::memo::Split;
-use crate::node::{EncodedNode, NodeView, cast_or_copy};
+use crate::node::{EncodedNode, NodeView, cast_cow, cast_or_copy};
 use crate::{Encoding, Pattern, Scratch, Slot, encode_child, expect_child};
+use std::borrow::Cow;
 use std::rc::Rc;
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, PType, Plan, Result, Values, match_ints};
@@ -96,7 +97,8 @@ pub fn validate_positions(positions: &[u32], len: usize) -> Result<()> {
     Ok(())
 }
 
-/// Reads `[parameter: u8, exception_count: u32]` metadata, as `patch` and `float2int` write it.
+/// Reads `[parameter: u8, exception_count: u32]` metadata, as `patch`, `float2int` and
+/// `hipatch` write it.
 pub(crate) fn read_meta(node: &NodeView<'_>, name: &str, param: &str) -> Result<(u8, usize)> {
     let mut meta = node.meta_reader();
     let p = meta.u8(param)?;
@@ -111,45 +113,104 @@ pub(crate) fn read_meta(node: &NodeView<'_>, name: &str, param: &str) -> Result<
     Ok((p, count))
 }
 
-/// Views buffer 0 of `node` as `count` exception positions, validated against `node.len`.
-pub(crate) fn read_positions<'s>(
-    node: &NodeView<'s>,
-    count: usize,
-    scratch: &'s mut Vec<u32>,
-) -> Result<&'s [u32]> {
-    let positions = cast_or_copy::<u32>(
-        node.buffer(0, "exception positions")?,
-        scratch,
-        "exception positions",
-    )?;
-    if positions.len() != count {
-        return Err(Error::corrupt(format!(
-            "exception position buffer holds {} positions, metadata says {count}",
-            positions.len()
-        )));
-    }
-    validate_positions(positions, node.len)?;
-    Ok(positions)
+/// The exceptions of a `patch` or `float2int` node, parsed and checked once.
+#[derive(Debug, Clone)]
+pub struct Exceptions<'a> {
+    /// Their positions: strictly increasing, each below the node's length.
+    pub positions: Cow<'a, [u32]>,
+    /// The positions' buffer as stored (u32, little-endian), for readers that ship it whole.
+    pub positions_bytes: &'a [u8],
+    /// Their values as stored: `positions.len()` little-endian values of the node's value
+    /// width (raw bits for `float2int`).
+    pub values: &'a [u8],
 }
 
-/// Views buffer 1 of `node` as `count` exception values of type `T`.
-pub(crate) fn read_exceptions<'s, T: bytemuck::Pod>(
-    node: &NodeView<'s>,
-    count: usize,
-    scratch: &'s mut Vec<T>,
-) -> Result<&'s [T]> {
-    let values = cast_or_copy::<T>(
-        node.buffer(1, "exception values")?,
-        scratch,
-        "exception values",
-    )?;
-    if values.len() != count {
-        return Err(Error::corrupt(format!(
-            "exception value buffer holds {} values, metadata says {count}",
-            values.len()
-        )));
+impl<'a> Exceptions<'a> {
+    /// Checks the two exception buffers of `node` (a `patch` or `float2int` node with
+    /// `[parameter: u8, exception_count: u32]` metadata); returns the parameter too.
+    pub(crate) fn parse(
+        node: &NodeView<'a>,
+        name: &str,
+        param: &str,
+    ) -> Result<(u8, Exceptions<'a>)> {
+        node.expect_shape(name, 2, 1)?;
+        let (p, count) = read_meta(node, name, param)?;
+        let positions_bytes = node.buffer(0, "exception positions")?;
+        let positions = cast_cow::<u32>(positions_bytes, "exception positions")?;
+        if positions.len() != count {
+            return Err(Error::corrupt(format!(
+                "exception position buffer holds {} positions, metadata says {count}",
+                positions.len()
+            )));
+        }
+        validate_positions(&positions, node.len)?;
+        let values = node.buffer(1, "exception values")?;
+        let width = node.ptype.byte_width();
+        if !values.len().is_multiple_of(width) {
+            return Err(Error::corrupt(format!(
+                "exception values buffer of {} bytes is not a multiple of {width}",
+                values.len()
+            )));
+        }
+        if values.len() != count * width {
+            return Err(Error::corrupt(format!(
+                "exception value buffer holds {} bytes, metadata says {count} of {width} bytes",
+                values.len()
+            )));
+        }
+        Ok((
+            p,
+            Exceptions {
+                positions,
+                positions_bytes,
+                values,
+            },
+        ))
     }
-    Ok(values)
+
+    /// The values as `T`s, `T` as wide as the node's values (copied into `scratch` only if
+    /// the buffer is misaligned).
+    pub fn values_as<T: bytemuck::Pod>(&self, scratch: &'a mut Vec<T>) -> Result<&'a [T]> {
+        let values = cast_or_copy::<T>(self.values, scratch, "exception values")?;
+        if values.len() != self.positions.len() {
+            return Err(Error::corrupt(format!(
+                "exception value buffer holds {} values, metadata says {}",
+                values.len(),
+                self.positions.len()
+            )));
+        }
+        Ok(values)
+    }
+}
+
+/// A `patch` node, parsed and checked once.
+#[derive(Debug, Clone)]
+pub struct View<'n, 'a> {
+    /// Bits a value may use before it is an exception.
+    pub width: u32,
+    /// The exceptions.
+    pub exceptions: Exceptions<'a>,
+    /// The stream with exceptions replaced by 0: the node's type and length.
+    pub patched: &'n NodeView<'a>,
+}
+
+impl<'n, 'a> View<'n, 'a> {
+    /// Checks `node`'s shape, metadata, buffers and child.
+    pub fn parse(node: &'n NodeView<'a>) -> Result<View<'n, 'a>> {
+        let (width, exceptions) = Exceptions::parse(node, "patch", "bit width")?;
+        let bits = node.ptype.byte_width() * 8;
+        if usize::from(width) > bits {
+            return Err(Error::corrupt(format!(
+                "patch width {width} exceeds the {bits}-bit value type"
+            )));
+        }
+        expect_child(node, 0, "patched", node.ptype, Some(node.len))?;
+        Ok(View {
+            width: u32::from(width),
+            exceptions,
+            patched: &node.children[0],
+        })
+    }
 }
 
 impl Encoding for Patch {
@@ -192,26 +253,17 @@ impl Encoding for Patch {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("patch", 2, 1)?;
-        let (width, count) = read_meta(node, "patch", "bit width")?;
-        let bits = node.ptype.byte_width() * 8;
-        if usize::from(width) > bits {
-            return Err(Error::corrupt(format!(
-                "patch width {width} exceeds the {bits}-bit value type"
-            )));
-        }
-        let mut position_copy = Vec::new();
-        let positions = read_positions(node, count, &mut position_copy)?;
-        expect_child(node, 0, "patched", node.ptype, Some(node.len))?;
+        let view = View::parse(node)?;
         // The child has this node's type and length, so it decodes straight into `out`: no
         // intermediate stream, no copy. `decode` checks it produced `node.len` values.
-        crate::decode(&node.children[0], out, scratch)?;
+        crate::decode(view.patched, out, scratch)?;
         let Values::Int(o) = out else {
             return Err(Error::corrupt("patch node for non-integer values"));
         };
+        let positions = &view.exceptions.positions;
         match_ints!(o, T, o => {
             let mut value_copy = Vec::new();
-            let values = read_exceptions::<T>(node, count, &mut value_copy)?;
+            let values = view.exceptions.values_as::<T>(&mut value_copy)?;
             for (&p, &v) in positions.iter().zip(values) {
                 // `positions` checked every position against `node.len`, the length of `o`.
                 o[p as usize] = v;

@@ -17,6 +17,53 @@ pub struct Plain;
 /// On-disk id of [`Plain`].
 pub const ID: u16 = 1;
 
+/// A `plain` node, parsed and checked once.
+#[derive(Debug, Clone, Copy)]
+pub enum View<'n, 'a> {
+    /// Fixed-width values: `len * width` bytes, little-endian.
+    Fixed {
+        /// The values' bytes.
+        values: &'a [u8],
+    },
+    /// Byte strings.
+    Strings {
+        /// One u32 length per string (the node's length of them).
+        lengths: &'n NodeView<'a>,
+        /// The strings' bytes, one after another.
+        bytes: &'n NodeView<'a>,
+    },
+}
+
+impl<'n, 'a> View<'n, 'a> {
+    /// Checks `node`'s shape and, for fixed-width values, its buffer's length.
+    pub fn parse(node: &'n NodeView<'a>) -> Result<View<'n, 'a>> {
+        if node.ptype == PType::Bytes {
+            node.expect_shape("plain", 0, 2)?;
+            node.meta_reader().finish("plain")?;
+            expect_child(node, 0, "lengths", PType::U32, Some(node.len))?;
+            expect_child(node, 1, "bytes", PType::U8, None)?;
+            return Ok(View::Strings {
+                lengths: &node.children[0],
+                bytes: &node.children[1],
+            });
+        }
+        node.expect_shape("plain", 1, 0)?;
+        node.meta_reader().finish("plain")?;
+        let values = node.buffer(0, "values")?;
+        let width = node.ptype.byte_width();
+        if values.len() != node.len * width {
+            return Err(Error::corrupt(format!(
+                "plain buffer has {} bytes, {} {} values need {}",
+                values.len(),
+                node.len,
+                node.ptype,
+                node.len * width
+            )));
+        }
+        Ok(View::Fixed { values })
+    }
+}
+
 impl Encoding for Plain {
     fn id(&self) -> u16 {
         ID
@@ -77,24 +124,15 @@ impl Encoding for Plain {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        if let Values::Bytes(o) = out {
-            node.expect_shape("plain", 0, 2)?;
-            node.meta_reader().finish("plain")?;
-            return decode_strings(node, o, scratch);
-        }
-        node.expect_shape("plain", 1, 0)?;
-        node.meta_reader().finish("plain")?;
-        let buf = node.buffer(0, "values")?;
-        let width = node.ptype.byte_width();
-        if buf.len() != node.len * width {
-            return Err(Error::corrupt(format!(
-                "plain buffer has {} bytes, {} {} values need {}",
-                buf.len(),
-                node.len,
-                node.ptype,
-                node.len * width
-            )));
-        }
+        let buf = match View::parse(node)? {
+            View::Strings { lengths, bytes } => {
+                let Values::Bytes(o) = out else {
+                    return Err(Error::corrupt("plain strings for fixed-width values"));
+                };
+                return decode_strings(lengths, bytes, o, scratch);
+            }
+            View::Fixed { values } => values,
+        };
         match out {
             Values::Int(o) => match_ints!(o, T, o => {
                 let mut copy = Vec::new();
@@ -119,17 +157,20 @@ impl Encoding for Plain {
 }
 
 /// Decodes a byte-string node: lengths into offsets, the bytes child straight into `out.data`.
-fn decode_strings(node: &NodeView<'_>, out: &mut ByteStrings, scratch: &mut Scratch) -> Result<()> {
-    expect_child(node, 0, "lengths", PType::U32, Some(node.len))?;
-    expect_child(node, 1, "bytes", PType::U8, None)?;
-    let lengths = scratch.decode(&node.children[0])?;
-    let result = fill_offsets(&lengths, node.children[1].len, &mut out.offsets);
-    scratch.give(lengths);
+fn decode_strings(
+    lengths: &NodeView<'_>,
+    bytes: &NodeView<'_>,
+    out: &mut ByteStrings,
+    scratch: &mut Scratch,
+) -> Result<()> {
+    let decoded = scratch.decode(lengths)?;
+    let result = fill_offsets(&decoded, bytes.len, &mut out.offsets);
+    scratch.give(decoded);
     result?;
     // Decode the bytes in place: the data vector travels as a u8 stream and comes back.
-    let mut bytes = Values::Int(IntVec::U8(std::mem::take(&mut out.data)));
-    let result = crate::decode(&node.children[1], &mut bytes, scratch);
-    if let Values::Int(IntVec::U8(data)) = bytes {
+    let mut data = Values::Int(IntVec::U8(std::mem::take(&mut out.data)));
+    let result = crate::decode(bytes, &mut data, scratch);
+    if let Values::Int(IntVec::U8(data)) = data {
         out.data = data;
     }
     result

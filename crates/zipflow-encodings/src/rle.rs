@@ -42,6 +42,38 @@ pub fn runs<T: Int>(values: &[T]) -> (Vec<T>, Vec<u32>) {
     (vals, lens)
 }
 
+/// An `rle` node, parsed and checked once: one value and one length per run.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'n, 'a> {
+    /// One value per run, the node's type.
+    pub values: &'n NodeView<'a>,
+    /// One u32 length per run, as many as `values`, at most the node's length.
+    pub runs: &'n NodeView<'a>,
+}
+
+impl<'n, 'a> View<'n, 'a> {
+    /// Checks `node`'s shape and children.
+    pub fn parse(node: &'n NodeView<'a>) -> Result<View<'n, 'a>> {
+        node.expect_shape("rle", 0, 2)?;
+        node.meta_reader().finish("rle")?;
+        expect_child(node, 0, "values", node.ptype, None)?;
+        let nruns = node.children[0].len;
+        expect_child(node, 1, "runs", PType::U32, Some(nruns))?;
+        // Every run is at least 1 long, so more runs than values is corrupt; checking it first
+        // keeps a hostile header from making us decode huge children.
+        if nruns > node.len {
+            return Err(Error::corrupt(format!(
+                "rle node has {nruns} runs for {} values",
+                node.len
+            )));
+        }
+        Ok(View {
+            values: &node.children[0],
+            runs: &node.children[1],
+        })
+    }
+}
+
 impl Encoding for Rle {
     fn id(&self) -> u16 {
         ID
@@ -83,21 +115,9 @@ impl Encoding for Rle {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("rle", 0, 2)?;
-        node.meta_reader().finish("rle")?;
-        expect_child(node, 0, "values", node.ptype, None)?;
-        let nruns = node.children[0].len;
-        expect_child(node, 1, "runs", PType::U32, Some(nruns))?;
-        // Every run is at least 1 long, so more runs than values is corrupt; checking it first
-        // keeps a hostile header from making us decode huge children.
-        if nruns > node.len {
-            return Err(Error::corrupt(format!(
-                "rle node has {nruns} runs for {} values",
-                node.len
-            )));
-        }
-        let lengths = scratch.decode(&node.children[1])?;
-        let values = match scratch.decode(&node.children[0]) {
+        let view = View::parse(node)?;
+        let lengths = scratch.decode(view.runs)?;
+        let values = match scratch.decode(view.values) {
             Ok(v) => v,
             Err(e) => {
                 scratch.give(lengths);

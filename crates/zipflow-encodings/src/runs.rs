@@ -10,7 +10,7 @@ use fastlanes::{BitPacking, FoR};
 use zipflow_core::values::IntVecOf;
 use zipflow_core::{Error, Int, Result, VECTOR_LEN, Values};
 
-use crate::{NodeView, Scratch, ans, bitpack, dict, expect_child, frame};
+use crate::{NodeView, Scratch, ans, bitpack, dict, frame};
 
 /// Whether [`for_each_run`] streams `node` rather than decoding it whole first.
 pub fn streams(node: &NodeView<'_>) -> bool {
@@ -38,19 +38,9 @@ pub fn for_each_run<T: Int + IntVecOf>(
         return unpacked::<T>(node, None, &mut f);
     }
     if node.id == frame::ID && node.children.first().is_some_and(|c| c.id == bitpack::ID) {
-        node.expect_shape("for", 0, 1)?;
-        let mut meta = node.meta_reader();
-        let reference = meta.u64("reference")?;
-        meta.finish("for")?;
-        expect_child(
-            node,
-            0,
-            "offsets",
-            bitpack::unsigned_of(node.ptype),
-            Some(node.len),
-        )?;
-        let r = T::from_u64_wrapping(reference).to_bits();
-        return unpacked::<T>(&node.children[0], Some(r), &mut f);
+        let view = frame::View::parse(node)?;
+        let r = T::from_u64_wrapping(view.reference).to_bits();
+        return unpacked::<T>(view.offsets, Some(r), &mut f);
     }
     if node.id == dict::ID {
         return dict::for_each_run(node, scratch, f);

@@ -44,6 +44,31 @@ fn zigzagged(v: &IntVec) -> Values {
     })
 }
 
+/// A `zigzag` node, parsed and checked once.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'n, 'a> {
+    /// The mapped values: the stream's unsigned type, the node's length.
+    pub mapped: &'n NodeView<'a>,
+}
+
+impl<'n, 'a> View<'n, 'a> {
+    /// Checks `node`'s shape and child.
+    pub fn parse(node: &'n NodeView<'a>) -> Result<View<'n, 'a>> {
+        node.expect_shape("zigzag", 0, 1)?;
+        node.meta_reader().finish("zigzag")?;
+        expect_child(
+            node,
+            0,
+            "zigzag",
+            bitpack::unsigned_of(node.ptype),
+            Some(node.len),
+        )?;
+        Ok(View {
+            mapped: &node.children[0],
+        })
+    }
+}
+
 impl Encoding for ZigZag {
     fn id(&self) -> u16 {
         ID
@@ -85,16 +110,8 @@ impl Encoding for ZigZag {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        node.expect_shape("zigzag", 0, 1)?;
-        node.meta_reader().finish("zigzag")?;
-        expect_child(
-            node,
-            0,
-            "zigzag",
-            bitpack::unsigned_of(node.ptype),
-            Some(node.len),
-        )?;
-        let decoded = scratch.decode(&node.children[0])?;
+        let View { mapped } = View::parse(node)?;
+        let decoded = scratch.decode(mapped)?;
         let Values::Int(o) = out else {
             return Err(Error::corrupt("zigzag node for non-integer values"));
         };
