@@ -43,6 +43,7 @@ pub fn run(
     let opts = WriteOptions {
         chunk_rows,
         overwrite: true,
+        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
         ..WriteOptions::default()
     };
     let mut w = TableWriter::create(path, first.schema(), opts)?;

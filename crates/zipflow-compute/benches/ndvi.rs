@@ -36,8 +36,18 @@ fn bands() -> Result<Bands> {
     let nir = Raster::new(w, h, synthetic(1, (w * h) as usize))?;
     let red = Raster::new(w, h, synthetic(2, (w * h) as usize))?;
     let (np, rp) = (dir.path().join("n.zf"), dir.path().join("r.zf"));
-    raster::write_zf(&nir, &np, Some("for | bitpack".parse()?), true)?;
-    raster::write_zf(&red, &rp, Some("for | bitpack".parse()?), true)?;
+    raster::write_zf(
+        &nir,
+        &np,
+        raster::RasterPlan::Forced("for | bitpack".parse()?),
+        true,
+    )?;
+    raster::write_zf(
+        &red,
+        &rp,
+        raster::RasterPlan::Forced("for | bitpack".parse()?),
+        true,
+    )?;
     let (nb, rb) = (Band::open(&np)?, Band::open(&rp)?);
     Ok(Bands {
         _dir: dir,

@@ -12,7 +12,7 @@
 //!
 //! let band = raster::read_tiff("B08.tif").unwrap();
 //! let plan = "for | bitpack".parse().unwrap();
-//! raster::write_zf(&band, "B08.zf", Some(plan), true).unwrap();
+//! raster::write_zf(&band, "B08.zf", raster::RasterPlan::Forced(plan), true).unwrap();
 //! let back = raster::Band::open("B08.zf").unwrap();
 //! assert_eq!((back.width, back.height), (band.width, band.height));
 //! ```
@@ -24,6 +24,7 @@ use std::sync::Arc;
 use arrow::array::{RecordBatch, UInt16Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use zipflow_core::{Error, Plan, Result, VECTOR_LEN};
+use zipflow_encodings::PlanChooser;
 use zipflow_format::file::ZfFile;
 use zipflow_format::table::{FileSummary, TableWriter, WriteOptions};
 
@@ -140,12 +141,21 @@ pub fn schema(width: u32, height: u32) -> Schema {
     Schema::new(vec![Field::new(VALUE_COLUMN, DataType::UInt16, false)]).with_metadata(metadata)
 }
 
-/// Writes `raster` to a zipflow file at `path` in chunks of [`RASTER_CHUNK_ROWS`] pixels, with
-/// `plan` forced on every chunk (or a plan chosen per chunk when `None`).
+/// How a raster's chunks are encoded.
+#[derive(Debug, Clone)]
+pub enum RasterPlan {
+    /// This plan for every chunk.
+    Forced(Plan),
+    /// A plan chosen per chunk.
+    Chosen(Arc<dyn PlanChooser>),
+}
+
+/// Writes `raster` to a zipflow file at `path` in chunks of [`RASTER_CHUNK_ROWS`] pixels,
+/// encoded as `plan` says.
 pub fn write_zf(
     raster: &Raster,
     path: impl AsRef<Path>,
-    plan: Option<Plan>,
+    plan: RasterPlan,
     overwrite: bool,
 ) -> Result<FileSummary> {
     let schema = Arc::new(schema(raster.width, raster.height));
@@ -154,8 +164,11 @@ pub fn write_zf(
         overwrite,
         ..WriteOptions::default()
     };
-    if let Some(p) = plan {
-        options.plans.insert(VALUE_COLUMN.to_string(), p);
+    match plan {
+        RasterPlan::Forced(p) => {
+            options.plans.insert(VALUE_COLUMN.to_string(), p);
+        }
+        RasterPlan::Chosen(c) => options.chooser = Some(c),
     }
     let mut writer = TableWriter::create(path, schema.clone(), options)?;
     // Batches of several chunks: the writer encodes the chunks of a batch's row groups while

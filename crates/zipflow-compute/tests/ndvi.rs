@@ -83,8 +83,20 @@ fn synthetic(width: u32, height: u32, seed: u64) -> (Raster, Raster) {
 fn check_pair(nir: &Raster, red: &Raster, plans: [&str; 2], what: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (np, rp) = (dir.path().join("nir.zf"), dir.path().join("red.zf"));
-    raster::write_zf(nir, &np, Some(plans[0].parse().unwrap()), false).unwrap();
-    raster::write_zf(red, &rp, Some(plans[1].parse().unwrap()), false).unwrap();
+    raster::write_zf(
+        nir,
+        &np,
+        raster::RasterPlan::Forced(plans[0].parse().unwrap()),
+        false,
+    )
+    .unwrap();
+    raster::write_zf(
+        red,
+        &rp,
+        raster::RasterPlan::Forced(plans[1].parse().unwrap()),
+        false,
+    )
+    .unwrap();
     let (nb, rb) = (Band::open(&np).unwrap(), Band::open(&rp).unwrap());
     assert_eq!((nb.width, nb.height), (nir.width, nir.height));
     assert_eq!(nb.decode().unwrap(), *nir);
@@ -244,8 +256,8 @@ fn mismatched_bands_are_rejected() {
     let (a, _) = synthetic(10, 10, 1);
     let (b, _) = synthetic(20, 5, 2);
     let (ap, bp) = (dir.path().join("a.zf"), dir.path().join("b.zf"));
-    raster::write_zf(&a, &ap, None, false).unwrap();
-    raster::write_zf(&b, &bp, None, false).unwrap();
+    raster::write_zf(&a, &ap, chosen(), false).unwrap();
+    raster::write_zf(&b, &bp, chosen(), false).unwrap();
     let pool = ndvi::pool(1).unwrap();
     let (ab, bb) = (Band::open(&ap).unwrap(), Band::open(&bp).unwrap());
     assert!(ndvi::fused(Op::Sum, &ab, &bb, &pool).is_err());
@@ -289,4 +301,9 @@ fn check_count_rule(reds: impl Iterator<Item = u32>) {
             assert_eq!(got, Answer::Count(want), "t {t}, R {rv}");
         }
     }
+}
+
+/// Plans chosen per chunk by the selector, as the command line wires it.
+fn chosen() -> raster::RasterPlan {
+    raster::RasterPlan::Chosen(zipflow_select::Chooser::shared(Default::default()))
 }

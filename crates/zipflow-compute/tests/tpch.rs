@@ -38,6 +38,7 @@ fn write_with(
             .iter()
             .map(|(c, p)| (c.to_string(), p.parse().unwrap_or_else(|e| panic!("{e}"))))
             .collect(),
+        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
         ..Default::default()
     };
     let mut w =

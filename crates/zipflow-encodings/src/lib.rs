@@ -31,6 +31,7 @@ pub mod bitpack;
 pub mod blockpack;
 pub mod chardict;
 pub mod chartable;
+pub mod chooser;
 pub mod constant;
 pub mod delta;
 pub mod dict;
@@ -53,6 +54,7 @@ pub mod views;
 pub mod words;
 pub mod zigzag;
 
+pub use chooser::{ColumnChooser, PlanChooser};
 pub use memo::Split;
 pub use node::{EncodedNode, NodeView};
 

@@ -3,7 +3,7 @@
 //! This crate sits at the end of the write path and the start of the read path:
 //!
 //! ```text
-//! Arrow batches -> arrow::to_column -> zipflow-select / zipflow-encodings -> file (payloads)
+//! Arrow batches -> arrow::to_column -> a plan chooser / zipflow-encodings -> file (payloads)
 //! file -> footer index -> one chunk's node trees -> zipflow_encodings::decode -> arrow::from_column
 //! ```
 //!
@@ -33,7 +33,12 @@
 //! let dir = std::env::temp_dir().join(format!("zipflow-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir).unwrap();
 //! let path = dir.join("t.zf");
-//! let options = WriteOptions { chunk_rows: 1024, overwrite: true, ..Default::default() };
+//! let options = WriteOptions {
+//!     chunk_rows: 1024,
+//!     overwrite: true,
+//!     chooser: Some(zipflow_select::Chooser::shared(Default::default())),
+//!     ..Default::default()
+//! };
 //! let mut writer = TableWriter::create(&path, schema, options).unwrap();
 //! writer.write(&batch).unwrap();
 //! let summary = writer.finish().unwrap();

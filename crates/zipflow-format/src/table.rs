@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
@@ -16,8 +16,7 @@ use arrow::datatypes::{DataType, Field, SchemaRef};
 use rayon::prelude::*;
 use zipflow_core::stats::ChunkStats;
 use zipflow_core::{ColumnType, Error, IntVec, PType, Plan, Result, Values};
-use zipflow_encodings::{EncodedNode, NodeView, Scratch};
-use zipflow_select::ColumnSelector;
+use zipflow_encodings::{ColumnChooser, EncodedNode, NodeView, PlanChooser, Scratch};
 
 use crate::arrow::{ArrayPool, column_type, from_column, from_column_in, to_column};
 use crate::file::{ColumnMeta, EncodedChunk, FileWriter, ZfFile, schema_to_ipc};
@@ -31,12 +30,13 @@ pub struct WriteOptions {
     pub plans: HashMap<String, Plan>,
     /// Replace an existing file at the target path.
     pub overwrite: bool,
-    /// u8 columns that hold text (or any raw bytes): their plan is chosen among
-    /// [`zipflow_select::text_candidates`], sampled in long runs.
+    /// u8 columns that hold text (or any raw bytes): the chooser picks their plans among
+    /// its text plans.
     pub text_columns: Vec<String>,
-    /// How chosen plans are chosen: objective (`smallest`, `balanced`, `fastest`, a minimum
-    /// decode speed), search depth, decode cost table.
-    pub select: zipflow_select::SelectOptions,
+    /// Chooses the plans of columns without a forced plan, and encodes validity. Needed
+    /// unless every column has a plan in [`WriteOptions::plans`] and none is nullable; the
+    /// selector's is `zipflow_select::Chooser`.
+    pub chooser: Option<Arc<dyn PlanChooser>>,
 }
 
 impl Default for WriteOptions {
@@ -46,7 +46,7 @@ impl Default for WriteOptions {
             plans: HashMap::new(),
             overwrite: false,
             text_columns: Vec::new(),
-            select: zipflow_select::SelectOptions::default(),
+            chooser: None,
         }
     }
 }
@@ -108,9 +108,10 @@ pub struct TableWriter {
     schema: SchemaRef,
     types: Vec<ColumnType>,
     plans: Vec<Choice>,
-    /// Per column, the plans that won its previous chunks (consulted in chunk order).
-    selectors: Vec<Mutex<ColumnSelector>>,
-    select: zipflow_select::SelectOptions,
+    /// Per column without a forced plan, its chooser (consulted in chunk order).
+    choosers: Vec<Option<Column>>,
+    /// Encodes validity flags.
+    chooser: Option<Arc<dyn PlanChooser>>,
     chunk_rows: usize,
     pending: Vec<RecordBatch>,
     pending_rows: usize,
@@ -160,7 +161,7 @@ impl TableWriter {
             ))
             .in_file(path));
         }
-        let plans = schema
+        let plans: Vec<Choice> = schema
             .fields()
             .iter()
             .map(|f| match options.plans.get(f.name()) {
@@ -169,6 +170,8 @@ impl TableWriter {
                 None => Choice::Auto,
             })
             .collect();
+        let choosers = column_choosers(&schema, &plans, options.chooser.as_deref())
+            .map_err(|e| e.in_file(path))?;
         let columns = schema
             .fields()
             .iter()
@@ -190,12 +193,10 @@ impl TableWriter {
         Ok(TableWriter {
             file,
             schema,
-            selectors: (0..types.len())
-                .map(|_| Mutex::new(ColumnSelector::new()))
-                .collect(),
+            choosers,
             types,
             plans,
-            select: options.select,
+            chooser: options.chooser,
             chunk_rows: options.chunk_rows,
             pending: Vec::new(),
             pending_rows: 0,
@@ -285,9 +286,15 @@ impl TableWriter {
             .into_par_iter()
             .map(|c| {
                 let field = &fields[c];
-                let auto = (&self.selectors[c], &self.select);
-                encode_chunk(field, self.types[c], &self.plans[c], auto, batch.column(c))
-                    .map_err(|e| e.at_column(field.name()).at_chunk(chunk).in_file(&path))
+                let choosers = (self.choosers[c].as_ref(), self.chooser.as_deref());
+                encode_chunk(
+                    field,
+                    self.types[c],
+                    &self.plans[c],
+                    choosers,
+                    batch.column(c),
+                )
+                .map_err(|e| e.at_column(field.name()).at_chunk(chunk).in_file(&path))
             })
             .collect::<Result<_>>()?;
         let mut chunks = Vec::with_capacity(encoded.len());
@@ -355,11 +362,48 @@ enum Choice {
     Auto,
 }
 
+/// One column's chooser; its chunks are encoded in order, so the lock is never contended.
+type Column = Mutex<Box<dyn ColumnChooser>>;
+
+/// Per column, a chooser where its plan is not forced; errors if one is needed (a column
+/// without a forced plan, or a nullable one) and `chooser` is `None`.
+fn column_choosers(
+    schema: &SchemaRef,
+    plans: &[Choice],
+    chooser: Option<&dyn PlanChooser>,
+) -> Result<Vec<Option<Column>>> {
+    schema
+        .fields()
+        .iter()
+        .zip(plans)
+        .map(|(f, plan)| {
+            let text = match plan {
+                Choice::Forced(_) if !f.is_nullable() => return Ok(None),
+                Choice::Forced(_) => None,
+                Choice::Text => Some(true),
+                Choice::Auto => Some(false),
+            };
+            let Some(chooser) = chooser else {
+                let why = if text.is_some() {
+                    "has no plan"
+                } else {
+                    "is nullable"
+                };
+                return Err(Error::invalid(format!(
+                    "column `{}` {why} and no plan chooser was given",
+                    f.name()
+                )));
+            };
+            Ok(text.map(|t| Mutex::new(chooser.column(t))))
+        })
+        .collect()
+}
+
 fn encode_chunk(
     field: &Field,
     ty: ColumnType,
     plan: &Choice,
-    (selector, select): (&Mutex<ColumnSelector>, &zipflow_select::SelectOptions),
+    (column, chooser): (Option<&Column>, Option<&dyn PlanChooser>),
     array: &ArrayRef,
 ) -> Result<(EncodedChunk, u64, Duration)> {
     let start = Instant::now();
@@ -369,13 +413,14 @@ fn encode_chunk(
     let node = match plan {
         Choice::Forced(p) => zipflow_encodings::encode(p, &values)?,
         Choice::Text | Choice::Auto => {
-            let text = matches!(plan, Choice::Text);
+            let Some(column) = column else {
+                return Err(Error::invalid("no plan chooser for this column"));
+            };
             // Chunks of one column are encoded in order, so the lock is never contended.
-            selector
+            column
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .choose_and_encode(&values, text, select)?
-                .1
+                .choose_and_encode(&values)?
         }
     };
     let (values_bytes, plan) = serialise(&node)?;
@@ -383,11 +428,10 @@ fn encode_chunk(
         None => (None, String::new()),
         Some(v) => {
             let flags = Values::Int(IntVec::U8(v.iter().map(|&b| u8::from(b)).collect()));
-            let (_, node) = zipflow_select::choose_among_and_encode(
-                &flags,
-                &zipflow_select::candidates(zipflow_core::PType::U8),
-                false,
-            )?;
+            let Some(chooser) = chooser else {
+                return Err(Error::invalid("no plan chooser for this column's validity"));
+            };
+            let node = chooser.encode_flags(&flags)?;
             let (bytes, plan) = serialise(&node)?;
             (Some(bytes), plan)
         }

@@ -10,7 +10,11 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("t.zf");
 //! let data = b"it was the best of times, it was the worst of times".repeat(100);
-//! text::compress(&data[..], &path, &text::TextOptions::default(), |_| {}).unwrap();
+//! let options = text::TextOptions {
+//!     chooser: Some(zipflow_select::Chooser::shared(Default::default())),
+//!     ..Default::default()
+//! };
+//! text::compress(&data[..], &path, &options, |_| {}).unwrap();
 //! let f = zipflow_format::ZfFile::open(&path).unwrap();
 //! assert!(text::is_text(&f));
 //! let mut back = Vec::new();
@@ -28,7 +32,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 use zipflow_core::{Error, IntVec, MAX_CHUNK_LEN, Plan, Result, Values};
-use zipflow_encodings::Scratch;
+use zipflow_encodings::{PlanChooser, Scratch};
 
 /// The one column of a text table.
 pub const TEXT_COLUMN: &str = "text";
@@ -48,6 +52,8 @@ pub struct TextOptions {
     pub chunk_bytes: usize,
     /// Replace an existing output.
     pub overwrite: bool,
+    /// Chooses each chunk's plan among its text plans; needed unless `plan` is given.
+    pub chooser: Option<Arc<dyn PlanChooser>>,
 }
 
 impl Default for TextOptions {
@@ -56,6 +62,7 @@ impl Default for TextOptions {
             plan: None,
             chunk_bytes: TEXT_CHUNK_BYTES,
             overwrite: false,
+            chooser: None,
         }
     }
 }
@@ -95,6 +102,7 @@ pub fn compress(
     let mut write = WriteOptions {
         chunk_rows: chunk,
         overwrite: options.overwrite,
+        chooser: options.chooser.clone(),
         ..WriteOptions::default()
     };
     match &options.plan {
@@ -182,6 +190,7 @@ mod tests {
         }));
         let options = TextOptions {
             chunk_bytes: 4096,
+            chooser: Some(zipflow_select::Chooser::shared(Default::default())),
             ..TextOptions::default()
         };
         assert_eq!(round_trip(&data, &options)?, data);
@@ -208,7 +217,14 @@ mod tests {
             vec![Arc::new(UInt8Array::from(vec![1u8, 2, 3]))],
         )
         .map_err(|e| Error::external("batch", e))?;
-        let mut w = TableWriter::create(&path, schema, WriteOptions::default())?;
+        let mut w = TableWriter::create(
+            &path,
+            schema,
+            WriteOptions {
+                chooser: Some(zipflow_select::Chooser::shared(Default::default())),
+                ..WriteOptions::default()
+            },
+        )?;
         w.write(&batch)?;
         w.finish()?;
         let f = ZfFile::open(&path)?;

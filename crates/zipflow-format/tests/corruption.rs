@@ -60,7 +60,7 @@ fn sample() -> (Vec<u8>, Vec<RecordBatch>) {
     let path = dir.path().join(NAME);
     let options = WriteOptions {
         chunk_rows: 1000,
-        ..Default::default()
+        ..common::selected()
     };
     let mut w = TableWriter::create(&path, schema, options).unwrap();
     w.write(&batch).unwrap();

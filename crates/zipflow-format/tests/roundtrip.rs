@@ -30,7 +30,7 @@ fn write(path: &Path, batch: &RecordBatch, piece: usize, options: WriteOptions) 
 fn opts(chunk_rows: usize) -> WriteOptions {
     WriteOptions {
         chunk_rows,
-        ..Default::default()
+        ..common::selected()
     }
 }
 
@@ -109,7 +109,7 @@ fn batch_sizes_independent_of_chunking() {
 fn empty_table() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("empty.zf");
-    let w = TableWriter::create(&path, common::schema(), WriteOptions::default()).unwrap();
+    let w = TableWriter::create(&path, common::schema(), common::selected()).unwrap();
     let summary = w.finish().unwrap();
     assert_eq!(summary.rows, 0);
     let file = ZfFile::open(&path).unwrap();
@@ -136,7 +136,7 @@ fn forced_plans_are_used() {
         chunk_rows: 1000,
         plans,
         overwrite: false,
-        ..WriteOptions::default()
+        ..common::selected()
     };
     let summary = write(&path, &batch, 3000, options);
     let file = ZfFile::open(&path).unwrap();
@@ -187,7 +187,7 @@ fn forced_plan_that_does_not_fit_names_column_and_chunk() {
         chunk_rows: 1000,
         plans: HashMap::from([("wide".to_string(), Plan::new("constant"))]),
         overwrite: false,
-        ..WriteOptions::default()
+        ..common::selected()
     };
     // Unknown column: the error lists the columns.
     let e = TableWriter::create(&path, batch.schema(), options.clone()).unwrap_err();
@@ -273,7 +273,7 @@ fn unsupported_types_and_values_are_errors() {
     let path = dir.path().join("u.zf");
     let list = DataType::List(Arc::new(Field::new("item", DataType::Int32, true)));
     let schema = Arc::new(Schema::new(vec![Field::new("x", list, true)]));
-    let e = TableWriter::create(&path, schema, WriteOptions::default()).unwrap_err();
+    let e = TableWriter::create(&path, schema, common::selected()).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, Error::Unsupported { .. }), "{msg}");
     assert!(msg.contains("column `x`: type List("), "{msg}");
@@ -287,7 +287,7 @@ fn unsupported_types_and_values_are_errors() {
         .with_precision_and_scale(38, 0)
         .unwrap();
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(array)]).unwrap();
-    let mut w = TableWriter::create(&path, schema, WriteOptions::default()).unwrap();
+    let mut w = TableWriter::create(&path, schema, common::selected()).unwrap();
     w.write(&batch).unwrap();
     let e = w.finish().unwrap_err();
     let msg = e.to_string();
@@ -424,7 +424,7 @@ fn dictionary_strings_read_as_views() {
     let options = WriteOptions {
         chunk_rows: 1024,
         plans,
-        ..WriteOptions::default()
+        ..common::selected()
     };
     write(&path, &batch, 5000, options);
     let file = ZfFile::open(&path).unwrap();
@@ -500,7 +500,7 @@ fn streamed_decimals_and_views_equal_decoded_ones() {
                 ("d".to_string(), dp.parse::<Plan>().unwrap()),
                 ("s".to_string(), vp.parse::<Plan>().unwrap()),
             ]),
-            ..WriteOptions::default()
+            ..common::selected()
         };
         write(&path, &batch, 1500, options);
         let file = ZfFile::open(&path).unwrap();

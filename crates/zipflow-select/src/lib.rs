@@ -27,7 +27,52 @@ pub use search::{
 };
 
 use zipflow_core::{Error, PType, Plan, Result, Values};
-use zipflow_encodings::{EncodedNode, encode, estimate};
+use zipflow_encodings::{ColumnChooser, EncodedNode, PlanChooser, encode, estimate};
+
+/// The selector as the file writer's [`PlanChooser`]: each column gets a [`ColumnSelector`]
+/// run by `options`, validity flags the best of the u8 [`candidates`].
+#[derive(Debug, Clone, Default)]
+pub struct Chooser {
+    /// How plans are chosen: objective, search depth, decode cost table.
+    pub options: SelectOptions,
+}
+
+impl Chooser {
+    /// A chooser that selects by `options`, shared by a writer's threads.
+    pub fn shared(options: SelectOptions) -> std::sync::Arc<dyn PlanChooser> {
+        std::sync::Arc::new(Chooser { options })
+    }
+}
+
+impl PlanChooser for Chooser {
+    fn column(&self, text: bool) -> Box<dyn ColumnChooser> {
+        Box::new(ColumnChoice {
+            selector: ColumnSelector::new(),
+            text,
+            options: self.options.clone(),
+        })
+    }
+
+    fn encode_flags(&self, flags: &Values) -> Result<EncodedNode> {
+        Ok(choose_among_and_encode(flags, &candidates(PType::U8), false)?.1)
+    }
+}
+
+/// One column's [`ColumnSelector`] with the options it runs by.
+struct ColumnChoice {
+    selector: ColumnSelector,
+    text: bool,
+    options: SelectOptions,
+}
+
+impl ColumnChooser for ColumnChoice {
+    fn choose_and_encode(&mut self, values: &Values) -> Result<EncodedNode> {
+        let (_, node, _) = self
+            .selector
+            .choose_and_encode(values, self.text, &self.options)?;
+        Ok(node)
+    }
+}
 
 /// Integer candidates, tried in this order (ties go to the earlier, simpler plan).
 const INT_CANDIDATES: &[&str] = &[

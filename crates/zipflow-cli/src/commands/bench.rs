@@ -97,6 +97,7 @@ fn run_tpch(a: TpchArgs) -> Result<()> {
                 WriteOptions {
                     overwrite: true,
                     plans: super::parse_plans(&a.plans)?,
+                    chooser: Some(zipflow_select::Chooser::shared(Default::default())),
                     ..Default::default()
                 },
             )?;

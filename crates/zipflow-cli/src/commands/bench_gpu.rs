@@ -215,7 +215,9 @@ pub fn run(a: Args) -> Result<()> {
         };
         let bar = super::tpch::spinner("compressing", a.quiet);
         let opts = WriteOptions {
-            select: super::compress::select_options(&a.objective, None)?,
+            chooser: Some(zipflow_select::Chooser::shared(
+                super::compress::select_options(&a.objective, None)?,
+            )),
             ..WriteOptions::default()
         };
         let mut w = TableWriter::create(&zf_path, first.schema(), opts)?;

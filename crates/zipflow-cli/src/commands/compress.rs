@@ -88,7 +88,10 @@ pub fn run(a: Args) -> Result<()> {
         chunk_rows: a.chunk_rows as usize,
         plans,
         overwrite: a.out.force,
-        select: select_options(&a.objective, a.min_decode_gbs)?,
+        chooser: Some(zipflow_select::Chooser::shared(select_options(
+            &a.objective,
+            a.min_decode_gbs,
+        )?)),
         ..WriteOptions::default()
     };
     let start = Instant::now();
@@ -158,6 +161,7 @@ fn run_text(a: Args) -> Result<()> {
     let opts = TextOptions {
         plan,
         overwrite: a.out.force,
+        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
         ..TextOptions::default()
     };
     let start = Instant::now();

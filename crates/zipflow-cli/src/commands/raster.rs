@@ -82,7 +82,7 @@ fn compress(a: CompressArgs) -> Result<()> {
     let plan: Plan = a.plan.parse().context("--plan")?;
     let start = Instant::now();
     let band = raster::read_tiff(&a.input)?;
-    let summary = raster::write_zf(&band, &a.output, Some(plan), a.force)?;
+    let summary = raster::write_zf(&band, &a.output, raster::RasterPlan::Forced(plan), a.force)?;
     let plain = band.pixels.len() as u64 * 2;
     let col = summary.columns.first();
     let compressed = col.map_or(summary.bytes, |c| c.compressed_bytes);
@@ -231,8 +231,13 @@ fn bench_scene(
         let np = dir.join(format!("{}-{p}-nir.zf", scene.name));
         let rp = dir.join(format!("{}-{p}-red.zf", scene.name));
         let start = Instant::now();
-        let ns = raster::write_zf(scene.nir, &np, Some(plan.clone()), true)?;
-        let rs = raster::write_zf(scene.red, &rp, Some(plan), true)?;
+        let ns = raster::write_zf(
+            scene.nir,
+            &np,
+            raster::RasterPlan::Forced(plan.clone()),
+            true,
+        )?;
+        let rs = raster::write_zf(scene.red, &rp, raster::RasterPlan::Forced(plan), true)?;
         let enc = start.elapsed().as_secs_f64();
         let cbytes = |s: &zipflow_format::FileSummary| {
             s.columns.first().map_or(s.bytes, |c| c.compressed_bytes)

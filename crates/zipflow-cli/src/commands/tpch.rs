@@ -143,6 +143,7 @@ fn compress_verify_report(
     let opts = WriteOptions {
         chunk_rows: a.chunk_rows,
         overwrite: a.force || a.output.is_none(),
+        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
         ..WriteOptions::default()
     };
     let mut w = TableWriter::create(path, schema.clone(), opts)?;

@@ -262,3 +262,11 @@ pub fn batch(n: usize, nulls: bool, seed: u64) -> RecordBatch {
     ];
     RecordBatch::try_new(schema, arrays).unwrap()
 }
+
+/// Write options with the selector choosing every plan, as the command line wires it.
+pub fn selected() -> zipflow_format::WriteOptions {
+    zipflow_format::WriteOptions {
+        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
+        ..Default::default()
+    }
+}
