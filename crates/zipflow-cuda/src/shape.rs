@@ -3,8 +3,8 @@
 //! A shape is the tree of primitives, their physical types and their bit widths: two chunks
 //! encoded as `for | bitpack(12)` share one shape, one kernel source and one compiled module,
 //! while `for | bitpack(7)` gets its own. Compiled-in widths turn the unpacking's shifts,
-//! masks and word indices into constants (measured in docs/gpu.md); every other parameter
-//! (references, offsets, lengths) travels in the per-chunk descriptor.
+//! masks and word indices into constants (measured in docs/history/gpu-2026-12.md); every
+//! other parameter (references, offsets, lengths) travels in the per-chunk descriptor.
 
 use zipflow_core::{Error, PType, Result};
 use zipflow_encodings::{
