@@ -7,7 +7,7 @@
 use crate::io::parquet_props;
 use crate::report::{Table, bytes, ratio, speed};
 use anyhow::{Result, bail};
-use arrow::array::{Array, ArrayRef};
+use arrow::array::Array;
 use arrow::record_batch::RecordBatch;
 use indicatif::ProgressBar;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -19,7 +19,7 @@ use tpchgen::generators::LineItemGenerator;
 use tpchgen_arrow::LineItemArrow;
 use zipflow_encodings::Scratch;
 use zipflow_format::ZfFile;
-use zipflow_format::table::{TableWriter, WriteOptions};
+use zipflow_format::table::{FileSummary, TableWriter, WriteOptions};
 
 /// Arguments of `zipflow tpch`.
 #[derive(clap::Args, Debug)]
@@ -135,82 +135,128 @@ fn compress_verify_report(
     schema: arrow::datatypes::SchemaRef,
     path: &PathBuf,
 ) -> Result<()> {
-    let ncol = schema.fields().len();
-
-    // Compress (columns of a row group in parallel).
     let bar = spinner("compressing", a.quiet);
     let start = Instant::now();
-    let opts = WriteOptions {
-        chunk_rows: a.chunk_rows,
-        overwrite: a.force || a.output.is_none(),
-        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
-        ..WriteOptions::default()
-    };
-    let mut w = TableWriter::create(path, schema.clone(), opts)?;
-    for b in batches {
-        w.write(b)?;
-    }
-    let summary = w.finish()?;
+    let summary = compress(a, batches, schema.clone(), path)?;
     let compress_secs = start.elapsed().as_secs_f64();
     bar.finish_and_clear();
 
-    // Verify: every chunk of every column equals the input rows it covers.
     let bar = spinner("verifying", a.quiet);
     let zf = ZfFile::open(path)?;
-    let mut originals: Vec<Vec<ArrayRef>> = vec![Vec::new(); ncol];
-    for b in batches {
-        for (c, col) in b.columns().iter().enumerate() {
-            originals[c].push(col.clone());
-        }
-    }
-    let originals: Vec<ArrayRef> = originals
-        .iter()
-        .map(|parts| {
-            let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
-            arrow::compute::concat(&refs)
-        })
-        .collect::<Result<_, _>>()?;
-    (0..ncol).into_par_iter().try_for_each(|c| -> Result<()> {
-        let mut scratch = Scratch::default();
-        let mut row = 0usize;
-        for i in 0..zf.num_chunks() {
-            let got = zf.read_array(c, i, &mut scratch)?;
-            let want = originals[c].slice(row, got.len());
-            if got.as_ref() != want.as_ref() {
-                bail!(
-                    "round trip mismatch in column `{}`, chunk {i}",
-                    schema.field(c).name()
-                );
-            }
-            row += got.len();
-        }
-        if row != originals[c].len() {
-            bail!(
-                "column `{}`: {row} rows back, {} in",
-                schema.field(c).name(),
-                originals[c].len()
-            );
-        }
-        Ok(())
-    })?;
+    verify(&zf, batches, &schema)?;
     bar.finish_and_clear();
     println!(
         "compressed to {} in {compress_secs:.1} s and verified: every value round-trips",
         path.display()
     );
 
-    // Decode speed per column, one thread, median of 3 passes over all chunks: into zipflow's
-    // own reused buffers, into Arrow arrays of the original types whose buffers are recycled
-    // (as a streaming reader does), and into freshly allocated Arrow arrays.
     let bar = spinner("timing decode", a.quiet);
-    let mut decode_reused = vec![0f64; ncol];
-    let mut decode_arrow = vec![0f64; ncol];
-    let mut decode_fresh = vec![0f64; ncol];
+    let decode = time_decode(&zf)?;
+    bar.finish_and_clear();
+
+    let main_cols: Vec<usize> = (0..schema.fields().len())
+        .filter(|&c| !NOT_MAIN.contains(&schema.field(c).name().as_str()))
+        .collect();
+    let parquet = if a.no_parquet {
+        None
+    } else {
+        let bar = spinner("writing Parquet+zstd(3) for comparison", a.quiet);
+        let p = parquet_reference(batches, &schema, &main_cols, a.chunk_rows)?;
+        bar.finish_and_clear();
+        Some(p)
+    };
+    let plain: Vec<u64> = (0..schema.fields().len())
+        .map(|c| originals_plain(batches, c))
+        .collect();
+    let report = Report {
+        summary: &summary,
+        plain: &plain,
+        decode: &decode,
+        parquet: parquet.as_ref(),
+    };
+    report.columns();
+    report.totals(&schema, &main_cols);
+    Ok(())
+}
+
+/// Compresses `batches` to `path` (columns of a row group in parallel).
+fn compress(
+    a: &Args,
+    batches: &[RecordBatch],
+    schema: arrow::datatypes::SchemaRef,
+    path: &PathBuf,
+) -> Result<FileSummary> {
+    let opts = WriteOptions {
+        chunk_rows: a.chunk_rows,
+        overwrite: a.force || a.output.is_none(),
+        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
+        ..WriteOptions::default()
+    };
+    let mut w = TableWriter::create(path, schema, opts)?;
+    for b in batches {
+        w.write(b)?;
+    }
+    Ok(w.finish()?)
+}
+
+/// Checks that every chunk of every column equals the input rows it covers, comparing each
+/// chunk piece by piece with the batches it spans (no second copy of the table).
+fn verify(zf: &ZfFile, batches: &[RecordBatch], schema: &arrow::datatypes::Schema) -> Result<()> {
+    (0..schema.fields().len())
+        .into_par_iter()
+        .try_for_each(|c| -> Result<()> {
+            let name = schema.field(c).name();
+            let mut scratch = Scratch::default();
+            // The next input row: batch `b`, row `r` within it.
+            let (mut b, mut r) = (0usize, 0usize);
+            for i in 0..zf.num_chunks() {
+                let got = zf.read_array(c, i, &mut scratch)?;
+                let mut done = 0;
+                while done < got.len() {
+                    let Some(batch) = batches.get(b) else {
+                        bail!("column `{name}`: more rows back than went in");
+                    };
+                    let n = (batch.num_rows() - r).min(got.len() - done);
+                    if got.slice(done, n).as_ref() != batch.column(c).slice(r, n).as_ref() {
+                        bail!("round trip mismatch in column `{name}`, chunk {i}");
+                    }
+                    (done, r) = (done + n, r + n);
+                    if r == batch.num_rows() {
+                        (b, r) = (b + 1, 0);
+                    }
+                }
+            }
+            let rest: usize = batches.iter().skip(b).map(RecordBatch::num_rows).sum();
+            if rest > r {
+                bail!("column `{name}`: {} rows did not come back", rest - r);
+            }
+            Ok(())
+        })
+}
+
+/// Seconds to decode each column on one thread, median of 3 passes over all chunks.
+struct DecodeSecs {
+    /// Into zipflow's own reused buffers.
+    reused: Vec<f64>,
+    /// Into Arrow arrays of the original types whose buffers are recycled (as a streaming
+    /// reader does).
+    arrow: Vec<f64>,
+    /// Into freshly allocated Arrow arrays.
+    fresh: Vec<f64>,
+}
+
+fn time_decode(zf: &ZfFile) -> Result<DecodeSecs> {
+    let ncol = zf.columns().len();
+    let mut t = DecodeSecs {
+        reused: vec![0f64; ncol],
+        arrow: vec![0f64; ncol],
+        fresh: vec![0f64; ncol],
+    };
     let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     for c in 0..ncol {
         let mut pool = zipflow_format::ArrayPool::default();
         let mut scratch = Scratch::default();
-        decode_reused[c] = one_thread.install(|| {
+        t.reused[c] = one_thread.install(|| {
             median_secs(|| {
                 for i in 0..zf.num_chunks() {
                     let (values, _validity) = zf.read_chunk(c, i, &mut scratch)?;
@@ -220,7 +266,7 @@ fn compress_verify_report(
                 Ok(())
             })
         })?;
-        decode_arrow[c] = one_thread.install(|| {
+        t.arrow[c] = one_thread.install(|| {
             median_secs(|| {
                 for i in 0..zf.num_chunks() {
                     let array = zf.read_array_in(c, i, &mut pool)?;
@@ -229,7 +275,7 @@ fn compress_verify_report(
                 Ok(())
             })
         })?;
-        decode_fresh[c] = one_thread.install(|| {
+        t.fresh[c] = one_thread.install(|| {
             median_secs(|| {
                 for i in 0..zf.num_chunks() {
                     std::hint::black_box(zf.read_array(c, i, &mut scratch)?);
@@ -238,126 +284,157 @@ fn compress_verify_report(
             })
         })?;
     }
-    bar.finish_and_clear();
+    Ok(t)
+}
 
-    // Parquet+zstd(3) by arrow-rs: per-column compressed sizes, and single-thread decode of
-    // the main columns (the same ones timed for zipflow below).
-    let main_cols: Vec<usize> = (0..ncol)
-        .filter(|&c| !NOT_MAIN.contains(&schema.field(c).name().as_str()))
-        .collect();
-    let mut pq_sizes = vec![0u64; ncol];
-    let mut pq_total = 0u64;
-    let mut pq_main_secs = 0f64;
-    if !a.no_parquet {
-        let bar = spinner("writing Parquet+zstd(3) for comparison", a.quiet);
-        let mut buf = Vec::new();
-        let mut pw = ArrowWriter::try_new(&mut buf, schema.clone(), Some(parquet_props()?))?;
-        for b in batches {
-            pw.write(b)?;
-        }
-        let meta = pw.close()?;
-        for rg in meta.row_groups() {
-            for (c, cc) in rg.columns().iter().enumerate() {
-                pq_sizes[c] += cc.compressed_size() as u64;
-            }
-        }
-        pq_total = buf.len() as u64;
-        let bytes = bytes::Bytes::from(buf);
-        pq_main_secs = median_secs(|| {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?;
-            let mask = ProjectionMask::roots(builder.parquet_schema(), main_cols.iter().copied());
-            // Batches as large as zipflow's chunks: arrow-rs's fastest setting here.
-            let reader = builder
-                .with_projection(mask)
-                .with_batch_size(a.chunk_rows)
-                .build()?;
-            for b in reader {
-                std::hint::black_box(b?);
-            }
-            Ok(())
-        })?;
-        bar.finish_and_clear();
+/// The same table in Parquet+zstd(3) by arrow-rs.
+struct Parquet {
+    /// Compressed bytes per column.
+    sizes: Vec<u64>,
+    /// Bytes of the whole file.
+    total: u64,
+    /// Seconds to read the main columns on one thread (median of 3).
+    main_secs: f64,
+}
+
+fn parquet_reference(
+    batches: &[RecordBatch],
+    schema: &arrow::datatypes::SchemaRef,
+    main_cols: &[usize],
+    batch_rows: usize,
+) -> Result<Parquet> {
+    let mut sizes = vec![0u64; schema.fields().len()];
+    let mut buf = Vec::new();
+    let mut pw = ArrowWriter::try_new(&mut buf, schema.clone(), Some(parquet_props()?))?;
+    for b in batches {
+        pw.write(b)?;
     }
+    let meta = pw.close()?;
+    for rg in meta.row_groups() {
+        for (c, cc) in rg.columns().iter().enumerate() {
+            sizes[c] += cc.compressed_size() as u64;
+        }
+    }
+    let total = buf.len() as u64;
+    let bytes = bytes::Bytes::from(buf);
+    let main_secs = median_secs(|| {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?;
+        let mask = ProjectionMask::roots(builder.parquet_schema(), main_cols.iter().copied());
+        // Batches as large as zipflow's chunks: arrow-rs's fastest setting here.
+        let reader = builder
+            .with_projection(mask)
+            .with_batch_size(batch_rows)
+            .build()?;
+        for b in reader {
+            std::hint::black_box(b?);
+        }
+        Ok(())
+    })?;
+    Ok(Parquet {
+        sizes,
+        total,
+        main_secs,
+    })
+}
 
-    // Report.
-    let mut table = Table::new(
-        &[
-            "column",
-            "type",
-            "plan",
-            "plain",
-            "zipflow",
-            "ratio",
-            "encode",
-            "decode",
-            "to Arrow",
-            "fresh Arrow",
-            "pq+zstd",
-            "zf/pq",
-        ],
-        3,
-    );
-    let plain_sizes: Vec<u64> = (0..ncol).map(|c| originals_plain(batches, c)).collect();
-    for (c, col) in summary.columns.iter().enumerate() {
-        let plain = plain_sizes[c];
-        let (pq, zf_pq) = if a.no_parquet {
-            ("-".into(), "-".into())
-        } else {
-            (
-                bytes(pq_sizes[c]),
-                format!(
-                    "{:.2}",
-                    col.compressed_bytes as f64 / pq_sizes[c].max(1) as f64
+/// What `zipflow tpch` prints.
+struct Report<'a> {
+    summary: &'a FileSummary,
+    /// Plain bytes per column.
+    plain: &'a [u64],
+    decode: &'a DecodeSecs,
+    parquet: Option<&'a Parquet>,
+}
+
+impl Report<'_> {
+    /// One row per column.
+    fn columns(&self) {
+        let mut table = Table::new(
+            &[
+                "column",
+                "type",
+                "plan",
+                "plain",
+                "zipflow",
+                "ratio",
+                "encode",
+                "decode",
+                "to Arrow",
+                "fresh Arrow",
+                "pq+zstd",
+                "zf/pq",
+            ],
+            3,
+        );
+        for (c, col) in self.summary.columns.iter().enumerate() {
+            let plain = self.plain[c];
+            let (pq, zf_pq) = match self.parquet {
+                None => ("-".into(), "-".into()),
+                Some(p) => (
+                    bytes(p.sizes[c]),
+                    format!(
+                        "{:.2}",
+                        col.compressed_bytes as f64 / p.sizes[c].max(1) as f64
+                    ),
                 ),
-            )
-        };
-        table.row(vec![
-            col.name.clone(),
-            col.column_type.to_string(),
-            col.plan_summary(),
-            bytes(plain),
-            bytes(col.compressed_bytes),
-            ratio(plain, col.compressed_bytes),
-            speed(plain, col.encode_secs),
-            speed(plain, decode_reused[c]),
-            speed(plain, decode_arrow[c]),
-            speed(plain, decode_fresh[c]),
-            pq,
-            zf_pq,
-        ]);
+            };
+            table.row(vec![
+                col.name.clone(),
+                col.column_type.to_string(),
+                col.plan_summary(),
+                bytes(plain),
+                bytes(col.compressed_bytes),
+                ratio(plain, col.compressed_bytes),
+                speed(plain, col.encode_secs),
+                speed(plain, self.decode.reused[c]),
+                speed(plain, self.decode.arrow[c]),
+                speed(plain, self.decode.fresh[c]),
+                pq,
+                zf_pq,
+            ]);
+        }
+        print!("{}", table.render());
     }
-    print!("{}", table.render());
 
-    let sum = |cols: &mut dyn Iterator<Item = usize>| {
-        cols.fold((0u64, 0u64, 0u64, 0f64, 0f64, 0f64), |t, c| {
+    /// A line per group of columns: all, the non-string ones, the main ones.
+    fn totals(&self, schema: &arrow::datatypes::Schema, main_cols: &[usize]) {
+        let ncol = schema.fields().len();
+        let groups: [(&str, Vec<usize>); 3] = [
+            ("all columns", (0..ncol).collect()),
             (
-                t.0 + plain_sizes[c],
-                t.1 + summary.columns[c].compressed_bytes,
-                t.2 + pq_sizes[c],
-                t.3 + decode_reused[c],
-                t.4 + decode_arrow[c],
-                t.5 + decode_fresh[c],
-            )
-        })
-    };
-    let groups: [(&str, Vec<usize>); 3] = [
-        ("all columns", (0..ncol).collect()),
-        (
-            "non-string columns",
-            (0..ncol)
-                .filter(|&c| !STRINGS.contains(&schema.field(c).name().as_str()))
-                .collect(),
-        ),
-        ("12 main columns", main_cols.clone()),
-    ];
-    for (label, cols) in groups {
-        let (plain, zf_bytes, pq, reused, arrow_secs, fresh_secs) = sum(&mut cols.into_iter());
+                "non-string columns",
+                (0..ncol)
+                    .filter(|&c| !STRINGS.contains(&schema.field(c).name().as_str()))
+                    .collect(),
+            ),
+            ("12 main columns", main_cols.to_vec()),
+        ];
+        for (label, cols) in groups {
+            println!("{}", self.total_line(label, &cols));
+        }
+        if let Some(p) = self.parquet {
+            println!(
+                "Parquet+zstd(3) file written by arrow-rs: {}",
+                bytes(p.total)
+            );
+        }
+    }
+
+    fn total_line(&self, label: &str, cols: &[usize]) -> String {
+        let sum = |f: &dyn Fn(usize) -> f64| cols.iter().map(|&c| f(c)).sum::<f64>();
+        let plain = cols.iter().map(|&c| self.plain[c]).sum::<u64>();
+        let zf_bytes = cols
+            .iter()
+            .map(|&c| self.summary.columns[c].compressed_bytes)
+            .sum::<u64>();
+        let arrow_secs = sum(&|c| self.decode.arrow[c]);
         let mut line = format!(
             "{label}: zipflow {} (ratio {})",
             bytes(zf_bytes),
             ratio(plain, zf_bytes)
         );
-        if !a.no_parquet {
+        if let Some(p) = self.parquet {
+            let pq = cols.iter().map(|&c| p.sizes[c]).sum::<u64>();
             line += &format!(
                 ", Parquet+zstd(3) {} (zipflow/parquet {:.3})",
                 bytes(pq),
@@ -367,26 +444,19 @@ fn compress_verify_report(
         line += &format!(
             "; decode on 1 thread {} into zipflow's buffers, {} to Arrow arrays in recycled \
              buffers, {} to fresh Arrow arrays",
-            speed(plain, reused),
+            speed(plain, sum(&|c| self.decode.reused[c])),
             speed(plain, arrow_secs),
-            speed(plain, fresh_secs)
+            speed(plain, sum(&|c| self.decode.fresh[c]))
         );
-        if label == "12 main columns" && !a.no_parquet {
+        if let Some(p) = self.parquet.filter(|_| label == "12 main columns") {
             line += &format!(
                 "; arrow-rs reads them from Parquet+zstd(3) at {} ({:.2}x slower than zipflow to Arrow)",
-                speed(plain, pq_main_secs),
-                pq_main_secs / arrow_secs.max(1e-9)
+                speed(plain, p.main_secs),
+                p.main_secs / arrow_secs.max(1e-9)
             );
         }
-        println!("{line}");
+        line
     }
-    if !a.no_parquet {
-        println!(
-            "Parquet+zstd(3) file written by arrow-rs: {}",
-            bytes(pq_total)
-        );
-    }
-    Ok(())
 }
 
 /// String columns (plain-encoded for now).
