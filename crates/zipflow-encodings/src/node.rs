@@ -246,6 +246,14 @@ impl<'a> NodeView<'a> {
         Ok(())
     }
 
+    /// Bytes of metadata and buffers, children included, without headers and padding: what
+    /// the data costs (as [`EncodedNode::payload_size`]).
+    pub fn payload_size(&self) -> usize {
+        self.meta.len()
+            + self.buffers.iter().map(|b| b.len()).sum::<usize>()
+            + self.children.iter().map(NodeView::payload_size).sum::<usize>()
+    }
+
     /// A reader over the metadata.
     pub fn meta_reader(&self) -> MetaReader<'a> {
         MetaReader {

@@ -95,11 +95,6 @@ fn civil_date(days: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-/// Bytes of a node's metadata and buffers, children included.
-fn payload(node: &NodeView<'_>) -> u64 {
-    (node.meta.len() + node.buffers.iter().map(|b| b.len()).sum::<usize>()) as u64
-        + node.children.iter().map(payload).sum::<u64>()
-}
 
 /// One line per node of the tree: slot, primitive, values, bytes; and for `chartable` nodes,
 /// each table's characters and use.
@@ -115,7 +110,7 @@ fn tree_lines(node: &NodeView<'_>, slot: &str, depth: usize, out: &mut Vec<Strin
         "",
         node.len,
         node.ptype,
-        bytes(payload(node)),
+        bytes(node.payload_size() as u64),
         indent = 2 * depth + 2
     ));
     if node.id == zipflow_encodings::chartable::ID
