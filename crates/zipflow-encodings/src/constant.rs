@@ -88,5 +88,9 @@ pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
     slots: Slot::NONE,
     leaf_for_numbers: false,
     gpu: crate::GpuDecode::parallel(Pattern::FullyParallel),
-    search: crate::Search::numeric(crate::Role::Leaf),
+    search: crate::Search {
+        role: crate::Role::Leaf,
+        string_root: false,
+        uniform: true,
+    },
 };

@@ -183,5 +183,6 @@ pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
     search: crate::Search {
         role: crate::Role::Leaf,
         string_root: true,
+        uniform: false,
     },
 };

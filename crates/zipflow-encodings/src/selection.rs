@@ -56,6 +56,9 @@ pub struct Search {
     pub role: Role,
     /// Whether a byte-string column's plan may start with it.
     pub string_root: bool,
+    /// Whether it fits only a stream whose values are all alike, so that a handful of
+    /// sampled values cannot tell whether it fits the whole stream.
+    pub uniform: bool,
 }
 
 impl Search {
@@ -63,6 +66,7 @@ impl Search {
     pub const SKIP: Search = Search {
         role: Role::Skip,
         string_root: false,
+        uniform: false,
     };
 
     /// A primitive with `role` in the numeric cascade that does not start string plans.
@@ -70,6 +74,7 @@ impl Search {
         Search {
             role,
             string_root: false,
+            uniform: false,
         }
     }
 }

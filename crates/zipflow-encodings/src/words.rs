@@ -890,6 +890,7 @@ pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
     search: crate::Search {
         role: crate::Role::Skip,
         string_root: true,
+        uniform: false,
     },
 };
 
