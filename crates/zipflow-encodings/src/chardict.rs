@@ -680,6 +680,16 @@ impl Encoding for CharDict16 {
     }
 }
 
+/// What `chardict16` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 14,
+    name: "chardict16",
+    slots: Slot::NONE,
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::not_parallel(Pattern::Serial),
+    search: crate::Search::SKIP,
+};
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -920,13 +930,3 @@ pub(crate) mod tests {
         }
     }
 }
-
-/// What `chardict16` is: its id, name, child slots, GPU decoding and part in the search.
-pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
-    id: 14,
-    name: "chardict16",
-    slots: Slot::NONE,
-    leaf_for_numbers: false,
-    gpu: crate::GpuDecode::not_parallel(Pattern::Serial),
-    search: crate::Search::SKIP,
-};

@@ -25,6 +25,13 @@
 //! [`float2int`], [`ans`] (interleaved rANS entropy coder),
 //! [`plain`], [`strdict`] (string dictionary), [`fsst`], [`chardict`] (`chardict16`, the
 //! published character-dictionary coder), [`chartable`] (character tables trained per text).
+//!
+//! Each primitive declares what it is once, in its module: a [`Descriptor`] with its id, name
+//! and child slots, how the GPU decodes it ([`GpuDecode`], see [`gpu`]) and the part it plays
+//! in the plan selector's search ([`Search`]). Its child-size hints, decode cost and
+//! calibration cases for the selector are [`Encoding`] methods beside its encoder
+//! ([`selection`]), so the selector and the GPU generator ask the registry ([`encodings`],
+//! [`by_name`], [`by_id`]) and name no primitive.
 
 pub mod ans;
 pub mod bitpack;

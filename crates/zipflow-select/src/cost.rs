@@ -16,6 +16,10 @@
 //! dictionary's one per distinct value, and so on. What a node costs over its stream is the
 //! primitive's to say too ([`Encoding::decode_cost`]), and so are the calibration cases
 //! ([`Encoding::calibration`]).
+//!
+//! [`Encoding::child_shape`]: zipflow_encodings::Encoding::child_shape
+//! [`Encoding::decode_cost`]: zipflow_encodings::Encoding::decode_cost
+//! [`Encoding::calibration`]: zipflow_encodings::Encoding::calibration
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -119,6 +123,8 @@ impl CostTable {
 
     /// Nanoseconds a `name` node takes to decode a stream of `shape`, its children not
     /// counted ([`Encoding::decode_cost`]).
+    ///
+    /// [`Encoding::decode_cost`]: zipflow_encodings::Encoding::decode_cost
     pub fn own_ns(&self, name: &str, shape: Shape) -> f64 {
         match by_name(name) {
             Some(enc) => enc.decode_cost(shape, &|n| self.ns_per_value(n)),
@@ -130,6 +136,8 @@ impl CostTable {
 /// The shape of the stream in child slot `slot` of a `name` node decoding a stream of
 /// `shape` ([`Encoding::child_shape`]; a number per value for a primitive the registry does
 /// not know).
+///
+/// [`Encoding::child_shape`]: zipflow_encodings::Encoding::child_shape
 pub fn child_shape(name: &str, slot: &str, shape: Shape) -> Shape {
     match by_name(name) {
         Some(enc) => enc.child_shape(slot, shape),

@@ -2,7 +2,11 @@
 //!
 //! The selector knows no concrete encoding: it asks [`zipflow_encodings::estimate`] for the
 //! size of candidate plans on a stratified sample of the stream, and a [`cost::CostTable`] for
-//! their decode time, and keeps the best by an [`Objective`]. Integer and float streams get a
+//! their decode time, and keeps the best by an [`Objective`]. What part each primitive plays in the
+//! search, what its child streams look like, what it costs to decode and whether the GPU
+//! decodes it in parallel, it reads from the registry ([`zipflow_encodings::Descriptor`] and
+//! the [`zipflow_encodings::Encoding`] methods beside each encoder); the fixed candidate lists
+//! come from [`zipflow_encodings::selection`]. Integer and float streams get a
 //! cascade search over plans up to a depth limit ([`search`]); byte strings and text choose
 //! among a fixed candidate list ([`candidates`], [`text_candidates`]). The plan that wins on the
 //! sample is then run on the whole stream, falling back to the next best if the sample misled

@@ -26,7 +26,7 @@
 //!    kept form the same way, to the depth limit.
 //!
 //! Each candidate is scored by [`Objective`]: its estimated size (from the encodings'
-//! `estimate`) and its estimated decode time (from the [`CostTable`]).
+//! `estimate`) and its estimated decode time (from the [`CostTable`](crate::CostTable)).
 
 mod cascade;
 mod column;
