@@ -149,3 +149,46 @@ pub fn gpu_parallel_at(plan: &Plan, place: GpuPlace) -> bool {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parallel_primitives_are_the_ones_the_gpu_decodes_in_parallel() {
+        let mut names = gpu_parallel_names();
+        names.sort_unstable();
+        let mut expected = vec![
+            "plain",
+            "bitpack",
+            "for",
+            "zigzag",
+            "delta",
+            "rle",
+            "dict",
+            "constant",
+            "patch",
+            "hipatch",
+            "radix",
+            "float2int",
+            "strdict",
+            "words",
+        ];
+        expected.sort_unstable();
+        assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn places_narrow_from_tiles_to_inner_nodes() {
+        for (plan, ok) in [
+            ("for | for | hipatch | bitpack", true),
+            ("plain(lengths: for | radix, bytes: plain)", true),
+            ("plain(lengths: hipatch | bitpack)", false),
+            ("float2int | hipatch | bitpack", false),
+            ("words", false),
+        ] {
+            let p: Plan = plan.parse().unwrap_or_else(|e| panic!("{plan}: {e}"));
+            assert_eq!(gpu_parallel(&p), ok, "{plan}");
+        }
+    }
+}

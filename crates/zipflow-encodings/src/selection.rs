@@ -371,3 +371,50 @@ pub fn flag_strings() -> Values {
     }
     Values::Bytes(flags)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{by_id, by_name, encode, encodings};
+
+    #[test]
+    fn descriptors_are_unique_and_found_by_id_and_name() {
+        for e in encodings() {
+            let d = e.descriptor();
+            assert_eq!(by_id(d.id).map(|f| f.name()), Some(d.name));
+            assert_eq!(by_name(d.name).map(|f| f.id()), Some(d.id));
+        }
+        assert_eq!(crate::bitpack::ID, crate::bitpack::DESCRIPTOR.id);
+    }
+
+    #[test]
+    fn calibration_plans_encode_their_streams() {
+        for e in encodings() {
+            for case in e.calibration() {
+                let plan: Plan = case.plan.parse().unwrap_or_else(|err| panic!("{err}"));
+                assert_eq!(plan.name, e.name());
+                let stream = case.stream.slice(0, 4096.min(case.stream.len()));
+                encode(&plan, &stream).unwrap_or_else(|err| panic!("{}: {err}", case.plan));
+                for (minus, _) in case.minus {
+                    assert!(by_name(minus).is_some(), "{minus}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_candidate_parses() {
+        for ptype in PType::ALL {
+            let texts = match ptype {
+                PType::Bytes => STRING_CANDIDATES.len(),
+                // Floats: `constant`, the rest below the change of type, and `plain`.
+                _ => INT_CANDIDATES.len() + 1,
+            };
+            assert_eq!(candidates(ptype).len(), texts, "{ptype}");
+        }
+        assert_eq!(text_candidates().len(), TEXT_CANDIDATES.len());
+        for t in DICT_FORMS.iter().chain(STRING_BYTES_FORMS) {
+            assert!(t.parse::<Plan>().is_ok(), "{t}");
+        }
+    }
+}

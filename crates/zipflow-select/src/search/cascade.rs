@@ -43,10 +43,8 @@ pub(super) fn by_streams(
         for leaf in &direct {
             roots.extend(leaf_sub(sample, shape, leaf, false, scorer));
         }
-        let change = type_change(sample.ptype());
-        let split =
-            change.and_then(|c| Some((c, zipflow_encodings::split(&Plan::new(c.name()), sample)?)));
-        if let Some((change, Ok(split))) = split
+        if let Some(change) = type_change(sample.ptype())
+            && let Some(Ok(split)) = zipflow_encodings::split(&Plan::new(change.name()), sample)
             && let Some(stream) = split.children.first()
         {
             let child = change.child_shape(THEN, shape);
@@ -57,7 +55,7 @@ pub(super) fn by_streams(
             let at = Stream {
                 shape: child,
                 side: false,
-                place: GpuPlace::Inner,
+                place: change.gpu().child_place(scorer.top(), THEN),
             };
             for sub in forms(stream, at, room, key, scorer, &direct) {
                 roots.push(Sub {

@@ -4,7 +4,15 @@
 //! `constant`) and inner primitives whose every child slot is again a plan of the space, down to
 //! [`SelectOptions::depth`] primitives on the longest path (slot defaults expanded, so
 //! `for | bitpack` has depth 2 and `rle` with its default children depth 3). `float2int` is a
-//! change of type, not a step of the cascade: it does not count.
+//! change of type, not a step of the cascade: it does not count. Which primitive is which is
+//! each primitive's own declaration ([`zipflow_encodings::Role`]), read from the registry in
+//! its order (ties between equally good forms go to the earlier).
+//!
+//! The folder follows the search's parts: [`objective`] (what a plan is chosen for and the
+//! ranking), `space` (the plans of each family), `scorer` (size and decode time on a sample),
+//! `cascade` (the stream-by-stream search for additive objectives and string columns),
+//! `refine` (slot-by-slot refinement for a speed bound) and `column` (a column's plan carried
+//! from chunk to chunk).
 //!
 //! [`select`] runs the cascade on a stratified sample with a fixed layout (so the same input
 //! always gives the same plan). A plan's estimated size is its nodes' own bytes plus its
@@ -30,7 +38,7 @@
 
 mod cascade;
 mod column;
-mod objective;
+pub mod objective;
 mod refine;
 mod scorer;
 mod space;

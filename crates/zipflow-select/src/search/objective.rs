@@ -147,9 +147,15 @@ impl Selection {
             let why = match self.objective {
                 Objective::Smallest => "it is the smallest".to_string(),
                 Objective::Gpu => {
-                    "it is the smallest the GPU decodes in parallel (no `ans`, `fsst`, \
-                     character coders or `blockpack`)"
-                        .to_string()
+                    let serial: Vec<String> = zipflow_encodings::encodings()
+                        .iter()
+                        .filter(|e| !e.gpu().parallel)
+                        .map(|e| format!("`{}`", e.name()))
+                        .collect();
+                    format!(
+                        "it is the smallest the GPU decodes in parallel (none of {})",
+                        serial.join(", ")
+                    )
                 }
                 Objective::MinDecodeGbs(x) if w.decode_gbs >= x => {
                     format!("it is the smallest that decodes at >= {x} GB/s")
