@@ -1623,7 +1623,7 @@ mod tests {
 
     #[test]
     fn the_gpu_objective_names_only_primitives_the_gpu_decodes() {
-        for name in zipflow_select::GPU_PARALLEL {
+        for name in zipflow_encodings::gpu_parallel_names() {
             let enc = zipflow_encodings::by_name(name).unwrap_or_else(|| panic!("{name}"));
             assert!(Op::from_id(enc.id()).is_ok(), "{name}");
         }

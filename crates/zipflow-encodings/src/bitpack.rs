@@ -20,7 +20,7 @@ use zipflow_core::{
 pub struct BitPack;
 
 /// On-disk id of [`BitPack`].
-pub const ID: u16 = 2;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Number of 1024-value vectors needed for `len` values.
 pub fn vectors(len: usize) -> usize {
@@ -177,17 +177,15 @@ pub fn unpack_into<U: Int + BitPacking>(p: &Packed<'_, U>, len: usize, out: &mut
 }
 
 impl Encoding for BitPack {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "bitpack"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::FullyParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::small_ints(),
+            plan: "bitpack",
+            minus: &[],
+        }]
     }
     fn max_params(&self) -> usize {
         1
@@ -266,3 +264,13 @@ fn resolve_width(plan: &Plan, v: &zipflow_core::IntVec) -> Result<u32> {
 pub fn unsigned_of(ptype: PType) -> PType {
     with_int_ptype!(ptype, T => <<T as Int>::U as Int>::PTYPE, _ => ptype)
 }
+
+/// What `bitpack` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 2,
+    name: "bitpack",
+    slots: Slot::NONE,
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::parallel(Pattern::FullyParallel),
+    search: crate::Search::numeric(crate::Role::Leaf),
+};

@@ -28,7 +28,7 @@ use zipflow_core::{Error, Int, PType, Plan, Result, VECTOR_LEN, Values, match_in
 pub struct BlockPack;
 
 /// On-disk id of [`BlockPack`].
-pub const ID: u16 = 17;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Cost of an option that a block cannot take.
 pub const INFEASIBLE: u64 = u64::MAX / 4;
@@ -195,19 +195,19 @@ fn own_size(runs: usize, widths: &[u8]) -> usize {
 }
 
 impl Encoding for BlockPack {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "blockpack"
+    fn child_shape(&self, slot: &str, shape: crate::Shape) -> crate::Shape {
+        // One reference per 1024-value block.
+        let _ = slot;
+        shape.per(1.0 / zipflow_core::VECTOR_LEN as f64).numbers()
     }
-    fn pattern(&self) -> Pattern {
-        Pattern::FullyParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[Slot {
-            name: "refs",
-            default: "for | bitpack",
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: calibration_local(),
+            plan: "blockpack(refs: plain)",
+            minus: &[(crate::selection::RAW, 1.0 / 1024.0)],
         }]
     }
     fn accepts(&self, ptype: PType) -> bool {
@@ -357,6 +357,31 @@ fn decode_blocks<T: Int>(
     }
     out.truncate(node.len);
     Ok(())
+}
+
+/// What `blockpack` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 17,
+    name: "blockpack",
+    slots: &[Slot {
+        name: "refs",
+        default: "for | bitpack",
+    }],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::not_parallel(Pattern::FullyParallel),
+    search: crate::Search::numeric(crate::Role::Inner {
+        side_streams: false,
+    }),
+};
+
+/// Small noise over a reference that jumps every block.
+fn calibration_local() -> zipflow_core::Values {
+    let mut rnd = crate::selection::xorshift(0x5be0_cd19_137e_2179);
+    crate::selection::ints(
+        (0..crate::selection::CALIBRATION_LEN as i64)
+            .map(|i| (i / 1024) * 1_000_003 + (rnd() % 64) as i64)
+            .collect(),
+    )
 }
 
 #[cfg(test)]

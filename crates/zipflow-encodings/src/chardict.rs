@@ -33,7 +33,7 @@ use zipflow_core::{Error, IntVec, PType, Plan, Result, Values};
 pub struct CharDict16;
 
 /// On-disk id of [`CharDict16`].
-pub const ID: u16 = 14;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Bytes per chunk: the unit of random access and of parallel work.
 pub const CHUNK: usize = 1024;
@@ -624,17 +624,15 @@ pub(crate) fn read_u32s(index: &[u8], n: usize, what: &str) -> Result<Vec<u64>> 
 }
 
 impl Encoding for CharDict16 {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "chardict16"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::Serial
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::text_bytes(),
+            plan: "chardict16",
+            minus: &[],
+        }]
     }
     fn accepts(&self, ptype: PType) -> bool {
         ptype == PType::U8
@@ -681,6 +679,16 @@ impl Encoding for CharDict16 {
         ))
     }
 }
+
+/// What `chardict16` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 14,
+    name: "chardict16",
+    slots: Slot::NONE,
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::not_parallel(Pattern::Serial),
+    search: crate::Search::SKIP,
+};
 
 #[cfg(test)]
 pub(crate) mod tests {

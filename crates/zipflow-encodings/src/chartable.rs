@@ -43,7 +43,7 @@ use zipflow_core::{Error, IntVec, PType, Plan, Result, Values};
 pub struct CharTable;
 
 /// On-disk id of [`CharTable`].
-pub const ID: u16 = 15;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Tables when the plan gives no parameter.
 pub const DEFAULT_TABLES: usize = 8;
@@ -633,17 +633,15 @@ fn block_bits(t: &Trained) -> Vec<u64> {
 }
 
 impl Encoding for CharTable {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "chartable"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::Serial
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::text_bytes(),
+            plan: "chartable",
+            minus: &[],
+        }]
     }
     fn max_params(&self) -> usize {
         1
@@ -737,6 +735,16 @@ impl Encoding for CharTable {
             .unwrap_or_default()
     }
 }
+
+/// What `chartable` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 15,
+    name: "chartable",
+    slots: Slot::NONE,
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::not_parallel(Pattern::Serial),
+    search: crate::Search::SKIP,
+};
 
 #[cfg(test)]
 mod tests {

@@ -11,7 +11,7 @@ use zipflow_core::{Error, Int, PType, Plan, Result, Values, match_ints};
 pub struct Constant;
 
 /// On-disk id of [`Constant`].
-pub const ID: u16 = 8;
+pub const ID: u16 = DESCRIPTOR.id;
 
 fn single_bits(input: &Values) -> Option<u64> {
     fn all_same<T: Copy, K: PartialEq + Into<u64>>(v: &[T], key: impl Fn(T) -> K) -> Option<u64> {
@@ -45,17 +45,15 @@ impl View {
 }
 
 impl Encoding for Constant {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "constant"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::FullyParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::ints(vec![5; crate::selection::CALIBRATION_LEN]),
+            plan: "constant",
+            minus: &[],
+        }]
     }
     fn accepts(&self, ptype: PType) -> bool {
         ptype != PType::Bytes
@@ -97,3 +95,17 @@ impl Encoding for Constant {
         Vec::new()
     }
 }
+
+/// What `constant` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 8,
+    name: "constant",
+    slots: Slot::NONE,
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::parallel(Pattern::FullyParallel),
+    search: crate::Search {
+        role: crate::Role::Leaf,
+        string_root: false,
+        uniform: true,
+    },
+};

@@ -22,7 +22,7 @@ use zipflow_core::{Error, Int, PType, Plan, Result, Values, match_ints};
 pub struct Delta;
 
 /// On-disk id of [`Delta`].
-pub const ID: u16 = 5;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Header (16 B) plus one child-table entry, padded to 8, plus the 8-byte base.
 const NODE_OVERHEAD: usize = 24 + 8;
@@ -73,19 +73,14 @@ impl<'n, 'a> View<'n, 'a> {
 }
 
 impl Encoding for Delta {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "delta"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::GroupParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[Slot {
-            name: "",
-            default: "for | bitpack",
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: calibration_sorted(),
+            plan: "delta | plain",
+            minus: &[(crate::selection::RAW, 1.0)],
         }]
     }
     fn accepts(&self, ptype: PType) -> bool {
@@ -158,6 +153,30 @@ impl Encoding for Delta {
             })
         })
     }
+}
+
+/// What `delta` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 5,
+    name: "delta",
+    slots: &[Slot {
+        name: "",
+        default: "for | bitpack",
+    }],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::parallel(Pattern::GroupParallel),
+    search: crate::Search::numeric(crate::Role::Inner {
+        side_streams: false,
+    }),
+};
+
+/// A sorted stream with small irregular steps.
+fn calibration_sorted() -> zipflow_core::Values {
+    crate::selection::ints(
+        (0..crate::selection::CALIBRATION_LEN as i64)
+            .map(|i| 7 * i + (i % 3))
+            .collect(),
+    )
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, VECTOR_LEN, Values, 
 pub struct Dict;
 
 /// On-disk id of [`Dict`].
-pub const ID: u16 = 7;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Header (16 B) plus two child-table entries; no meta.
 const NODE_OVERHEAD: usize = 24;
@@ -76,26 +76,23 @@ pub fn codes<T: Int, C: Int>(values: &[T], dict: &[T]) -> Vec<C> {
 }
 
 impl Encoding for Dict {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "dict"
+    fn child_shape(&self, slot: &str, shape: crate::Shape) -> crate::Shape {
+        // One entry per distinct value; one code per value.
+        if slot == "values" {
+            shape.per(shape.distinct)
+        } else {
+            shape.numbers()
+        }
     }
-    fn pattern(&self) -> Pattern {
-        Pattern::FullyParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[
-            Slot {
-                name: "codes",
-                default: "bitpack",
-            },
-            Slot {
-                name: "values",
-                default: "for | bitpack",
-            },
-        ]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: calibration_few(),
+            plan: "dict(codes: plain, values: plain)",
+            minus: &[(crate::selection::RAW, 1.0)],
+        }]
     }
     fn accepts(&self, ptype: PType) -> bool {
         ptype.is_int()
@@ -381,6 +378,37 @@ pub(crate) fn for_each_run<T: Int + IntVecOf>(
     })();
     scratch.give(decoded);
     result
+}
+
+/// What `dict` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 7,
+    name: "dict",
+    slots: &[
+        Slot {
+            name: "codes",
+            default: "bitpack",
+        },
+        Slot {
+            name: "values",
+            default: "for | bitpack",
+        },
+    ],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::parallel(Pattern::FullyParallel),
+    search: crate::Search::numeric(crate::Role::Inner {
+        side_streams: false,
+    }),
+};
+
+/// Four distinct values, one of them wide.
+fn calibration_few() -> zipflow_core::Values {
+    let mut rnd = crate::selection::xorshift(0x6a09_e667_f3bc_c908);
+    crate::selection::ints(
+        (0..crate::selection::CALIBRATION_LEN)
+            .map(|_| [3i64, 77, 1 << 40, -5][(rnd() % 4) as usize])
+            .collect(),
+    )
 }
 
 #[cfg(test)]

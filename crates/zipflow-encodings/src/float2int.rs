@@ -34,7 +34,7 @@ use zipflow_core::{Error, Int, PType, Plan, Result, Values};
 pub struct FloatToInt;
 
 /// On-disk id of [`FloatToInt`].
-pub const ID: u16 = 10;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// `10^E` for `E` in `0..=18`. Every power of ten up to `10^22` is exact in an f64, so dividing
 /// by one is a single correctly rounded operation, on the CPU and on the GPU alike.
@@ -292,19 +292,14 @@ fn decode_typed<F: Decimal>(
 }
 
 impl Encoding for FloatToInt {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "float2int"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::FullyParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[Slot {
-            name: "",
-            default: "for | bitpack",
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: calibration_cents(),
+            plan: "float2int | plain",
+            minus: &[(crate::selection::RAW, 1.0)],
         }]
     }
     fn max_params(&self) -> usize {
@@ -350,6 +345,29 @@ impl Encoding for FloatToInt {
             .map(|&e| vec![i64::from(e)])
             .unwrap_or_default()
     }
+}
+
+/// What `float2int` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 10,
+    name: "float2int",
+    slots: &[Slot {
+        name: "",
+        default: "for | bitpack",
+    }],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::parallel(Pattern::FullyParallel),
+    search: crate::Search::numeric(crate::Role::TypeChange),
+};
+
+/// Prices in cents, as decimals with two digits.
+fn calibration_cents() -> zipflow_core::Values {
+    let mut rnd = crate::selection::xorshift(0xbb67_ae85_84ca_a73b);
+    zipflow_core::Values::F64(
+        (0..crate::selection::CALIBRATION_LEN)
+            .map(|_| (rnd() % 10_000_000) as f64 / 100.0)
+            .collect(),
+    )
 }
 
 #[cfg(test)]

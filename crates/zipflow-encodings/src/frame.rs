@@ -19,7 +19,7 @@ use zipflow_core::{Error, Int, PType, Plan, Result, VECTOR_LEN, Values, match_in
 pub struct FrameOfReference;
 
 /// On-disk id of [`FrameOfReference`].
-pub const ID: u16 = 3;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// The minimum and the offsets from it, as unsigned values.
 pub fn offsets<T: Int>(values: &[T]) -> (T, Vec<<T as Int>::U>) {
@@ -60,19 +60,14 @@ impl<'n, 'a> View<'n, 'a> {
 const NODE_OVERHEAD: usize = 24 + 8;
 
 impl Encoding for FrameOfReference {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "for"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::FullyParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[Slot {
-            name: "",
-            default: "bitpack",
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::small_ints(),
+            plan: "for | bitpack",
+            minus: &[(crate::selection::FILLER, 1.0)],
         }]
     }
     fn accepts(&self, ptype: PType) -> bool {
@@ -181,3 +176,24 @@ fn decode_offsets<U: Int + FoR + IntVecOf>(
     }
     Ok(())
 }
+
+/// What `for` is: its id, name, child slots, GPU decoding and part in the search.
+///
+/// On the GPU a frame of reference adds its reference to each value its child decodes, so
+/// the child keeps the node's place.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 3,
+    name: "for",
+    slots: &[Slot {
+        name: "",
+        default: "bitpack",
+    }],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode {
+        children: crate::ChildPlace::Keep,
+        ..crate::GpuDecode::parallel(Pattern::FullyParallel)
+    },
+    search: crate::Search::numeric(crate::Role::Inner {
+        side_streams: false,
+    }),
+};

@@ -28,7 +28,7 @@ use zipflow_core::{Error, IntVec, PType, Plan, Result, Values};
 pub struct Fsst;
 
 /// On-disk id of [`Fsst`].
-pub const ID: u16 = 12;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// The escape code.
 pub const ESCAPE: u8 = 255;
@@ -56,19 +56,14 @@ pub fn train(data: &[u8]) -> Compressor {
 }
 
 impl Encoding for Fsst {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "fsst"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::GroupParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[Slot {
-            name: "codes",
-            default: "plain",
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::text_bytes(),
+            plan: "fsst(codes: plain)",
+            minus: &[],
         }]
     }
     fn accepts(&self, ptype: PType) -> bool {
@@ -329,6 +324,19 @@ fn bad_code(c: u8, l: usize) -> Error {
         too_long()
     }
 }
+
+/// What `fsst` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 12,
+    name: "fsst",
+    slots: &[Slot {
+        name: "codes",
+        default: "plain",
+    }],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::not_parallel(Pattern::GroupParallel),
+    search: crate::Search::SKIP,
+};
 
 #[cfg(test)]
 mod tests {

@@ -34,7 +34,7 @@ use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, match_ints};
 pub struct HiPatch;
 
 /// On-disk id of [`HiPatch`].
-pub const ID: u16 = 18;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Slot of the exception counts per vector.
 pub const COUNTS: &str = "counts";
@@ -112,35 +112,23 @@ pub fn split<T: Int>(values: &[T], width: u32) -> Parts<T> {
 }
 
 impl Encoding for HiPatch {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "hipatch"
+    fn child_shape(&self, slot: &str, shape: crate::Shape) -> crate::Shape {
+        match slot {
+            // Exceptions: a few percent of values where `hipatch` pays off; 1 in 32 assumed.
+            OFFSETS | HIGH => shape.per(1.0 / 32.0).numbers(),
+            COUNTS => shape.per(1.0 / zipflow_core::VECTOR_LEN as f64).numbers(),
+            _ => shape,
+        }
     }
-    fn pattern(&self) -> Pattern {
-        Pattern::GroupParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[
-            Slot {
-                name: "",
-                default: "bitpack",
-            },
-            // 64 counts per chunk: bit-packing would pad them to a whole vector.
-            Slot {
-                name: COUNTS,
-                default: "plain",
-            },
-            Slot {
-                name: OFFSETS,
-                default: "bitpack",
-            },
-            Slot {
-                name: HIGH,
-                default: "for | bitpack",
-            },
-        ]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::outlier_ints(),
+            plan: "hipatch(counts: plain, offsets: plain, high: plain) | plain",
+            minus: &[(crate::selection::RAW, 1.02)],
+        }]
     }
     fn max_params(&self) -> usize {
         1
@@ -361,6 +349,42 @@ fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, [Values; 4])> {
     node.meta.extend_from_slice(&count.to_le_bytes());
     Ok((node, children))
 }
+
+/// What `hipatch` is: its id, name, child slots, GPU decoding and part in the search.
+///
+/// The GPU decodes `hipatch` at full speed only at the top of a numeric column's plan or
+/// under `for`s there, where it decodes it in tiles of 1024-value vectors. Below other
+/// primitives, and in a string's codes or counts, it would be decoded a whole chunk by one
+/// thread block.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 18,
+    name: "hipatch",
+    slots: &[
+        Slot {
+            name: "",
+            default: "bitpack",
+        },
+        // 64 counts per chunk: bit-packing would pad them to a whole vector.
+        Slot {
+            name: COUNTS,
+            default: "plain",
+        },
+        Slot {
+            name: OFFSETS,
+            default: "bitpack",
+        },
+        Slot {
+            name: HIGH,
+            default: "for | bitpack",
+        },
+    ],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode {
+        full_speed: crate::GpuPlace::Tile,
+        ..crate::GpuDecode::parallel(Pattern::GroupParallel)
+    },
+    search: crate::Search::numeric(crate::Role::Inner { side_streams: true }),
+};
 
 #[cfg(test)]
 mod tests {

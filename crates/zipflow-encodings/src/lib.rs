@@ -25,6 +25,13 @@
 //! [`float2int`], [`ans`] (interleaved rANS entropy coder),
 //! [`plain`], [`strdict`] (string dictionary), [`fsst`], [`chardict`] (`chardict16`, the
 //! published character-dictionary coder), [`chartable`] (character tables trained per text).
+//!
+//! Each primitive declares what it is once, in its module: a [`Descriptor`] with its id, name
+//! and child slots, how the GPU decodes it ([`GpuDecode`], see [`gpu`]) and the part it plays
+//! in the plan selector's search ([`Search`]). Its child-size hints, decode cost and
+//! calibration cases for the selector are [`Encoding`] methods beside its encoder
+//! ([`selection`]), so the selector and the GPU generator ask the registry ([`encodings`],
+//! [`by_name`], [`by_id`]) and name no primitive.
 
 pub mod ans;
 pub mod bitpack;
@@ -38,6 +45,7 @@ pub mod dict;
 pub mod float2int;
 pub mod frame;
 pub mod fsst;
+pub mod gpu;
 pub mod hipatch;
 mod memo;
 pub mod node;
@@ -47,6 +55,7 @@ pub mod radix;
 pub mod rle;
 pub mod rowindex;
 pub mod runs;
+pub mod selection;
 pub mod strdict;
 #[cfg(test)]
 mod testing;
@@ -55,15 +64,18 @@ pub mod words;
 pub mod zigzag;
 
 pub use chooser::{ColumnChooser, PlanChooser};
+pub use gpu::{ChildPlace, GpuDecode, GpuPlace, gpu_parallel, gpu_parallel_names};
 pub use memo::Split;
 pub use node::{EncodedNode, NodeView};
+pub use selection::{Calibration, Role, Search, Shape};
 
 use std::rc::Rc;
 
 use zipflow_core::plan::THEN;
 use zipflow_core::{Error, MAX_CHUNK_LEN, PType, Plan, Result, Values};
 
-/// How a primitive's decoding parallelises; decides how the GPU backend schedules it.
+/// How a primitive's decoding parallelises; part of its [`GpuDecode`], which decides how the
+/// GPU backend schedules it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pattern {
     /// Output `i` depends on a fixed input position.
@@ -83,18 +95,53 @@ pub struct Slot {
     pub default: &'static str,
 }
 
+impl Slot {
+    /// The slots of a leaf: none.
+    pub const NONE: &'static [Slot] = &[];
+}
+
+/// What a primitive is, declared once in its module: its on-disk id, its name in plans, its
+/// child streams, how the GPU decodes it and what part it plays in the selector's search.
+#[derive(Debug, Clone, Copy)]
+pub struct Descriptor {
+    /// Stable on-disk id, never reused.
+    pub id: u16,
+    /// Name in plans, e.g. `bitpack`.
+    pub name: &'static str,
+    /// Child streams, in the order their nodes are stored.
+    pub slots: &'static [Slot],
+    /// Whether a numeric stream's node is a leaf: the slots hold the parts of byte strings
+    /// only, and a numeric node has no children whatever the slots' defaults say.
+    pub leaf_for_numbers: bool,
+    /// How the GPU decoder decodes it.
+    pub gpu: GpuDecode,
+    /// What part it plays in the selector's search.
+    pub search: Search,
+}
+
 /// The contract every primitive implements.
 ///
-/// Ids are stable on disk and never reused; names are what plans use.
+/// Ids are stable on disk and never reused; names are what plans use. Both, with the child
+/// slots and the GPU and search hints, come from the primitive's [`Descriptor`].
 pub trait Encoding: Send + Sync + 'static {
+    /// What the primitive is, declared once in its module.
+    fn descriptor(&self) -> &'static Descriptor;
     /// Stable on-disk id.
-    fn id(&self) -> u16;
+    fn id(&self) -> u16 {
+        self.descriptor().id
+    }
     /// Name in plans, e.g. `bitpack`.
-    fn name(&self) -> &'static str;
-    /// How decoding parallelises.
-    fn pattern(&self) -> Pattern;
+    fn name(&self) -> &'static str {
+        self.descriptor().name
+    }
     /// Child streams, in the order their nodes are stored.
-    fn slots(&self) -> &'static [Slot];
+    fn slots(&self) -> &'static [Slot] {
+        self.descriptor().slots
+    }
+    /// How the GPU decoder decodes it.
+    fn gpu(&self) -> GpuDecode {
+        self.descriptor().gpu
+    }
     /// How many integer parameters the plan may give (all optional).
     fn max_params(&self) -> usize {
         0
@@ -139,31 +186,51 @@ pub trait Encoding: Send + Sync + 'static {
             None => Ok(self.encode(plan, input)?.size()),
         }
     }
+    /// The shape of the stream in child slot `slot` of a node that decodes a stream of
+    /// `shape`, for the decode-cost model. By default the pipe child holds the node's stream
+    /// and every other slot one number per value.
+    fn child_shape(&self, slot: &str, shape: Shape) -> Shape {
+        if slot == THEN { shape } else { shape.numbers() }
+    }
+    /// Nanoseconds a node takes to decode a stream of `shape`, its children not counted,
+    /// given `ns`, the measured cost per value of each primitive by name. By default its own
+    /// cost per value times the values.
+    fn decode_cost(&self, shape: Shape, ns: &dyn Fn(&str) -> f64) -> f64 {
+        ns(self.name()) * shape.values
+    }
+    /// Synthetic streams and plans that isolate this primitive's decode cost, for measuring
+    /// the cost table.
+    fn calibration(&self) -> Vec<Calibration> {
+        Vec::new()
+    }
 }
 
+/// Every primitive, in the order the selector tries them (ties between equally good forms
+/// go to the earlier): leaves before inner primitives, and the measured primitives before
+/// the calibration cases that subtract them.
 static ENCODINGS: &[&dyn Encoding] = &[
-    &plain::Plain,
     &bitpack::BitPack,
+    &plain::Plain,
+    &constant::Constant,
+    &radix::Radix,
+    &ans::Ans,
     &frame::FrameOfReference,
     &zigzag::ZigZag,
     &delta::Delta,
+    &patch::Patch,
+    &hipatch::HiPatch,
+    &blockpack::BlockPack,
     &rle::Rle,
     &dict::Dict,
-    &constant::Constant,
-    &patch::Patch,
     &float2int::FloatToInt,
-    &ans::Ans,
+    &strdict::StrDict,
+    &words::Words,
+    &fsst::Fsst,
     &chardict::CharDict16,
     &chartable::CharTable,
-    &strdict::StrDict,
-    &fsst::Fsst,
-    &words::Words,
-    &blockpack::BlockPack,
-    &hipatch::HiPatch,
-    &radix::Radix,
 ];
 
-/// All primitives.
+/// All primitives, in the order the selector tries them.
 pub fn encodings() -> &'static [&'static dyn Encoding] {
     ENCODINGS
 }

@@ -251,7 +251,11 @@ impl<'a> NodeView<'a> {
     pub fn payload_size(&self) -> usize {
         self.meta.len()
             + self.buffers.iter().map(|b| b.len()).sum::<usize>()
-            + self.children.iter().map(NodeView::payload_size).sum::<usize>()
+            + self
+                .children
+                .iter()
+                .map(NodeView::payload_size)
+                .sum::<usize>()
     }
 
     /// A reader over the metadata.

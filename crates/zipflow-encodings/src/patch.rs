@@ -27,7 +27,7 @@ use zipflow_core::{Error, Int, PType, Plan, Result, Values, match_ints};
 pub struct Patch;
 
 /// On-disk id of [`Patch`].
-pub const ID: u16 = 9;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Bits one exception costs besides its value: its u32 position.
 const POSITION_BITS: u64 = 32;
@@ -214,19 +214,14 @@ impl<'n, 'a> View<'n, 'a> {
 }
 
 impl Encoding for Patch {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "patch"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::GroupParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[Slot {
-            name: "",
-            default: "bitpack",
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::outlier_ints(),
+            plan: "patch | bitpack",
+            minus: &[(crate::selection::FILLER, 1.0)],
         }]
     }
     fn max_params(&self) -> usize {
@@ -322,6 +317,21 @@ pub(crate) fn resolve_width<T: Int>(
         Some(&w) => Ok(w as u32),
     }
 }
+
+/// What `patch` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 9,
+    name: "patch",
+    slots: &[Slot {
+        name: "",
+        default: "bitpack",
+    }],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::parallel(Pattern::GroupParallel),
+    search: crate::Search::numeric(crate::Role::Inner {
+        side_streams: false,
+    }),
+};
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,7 @@ use zipflow_core::{Error, IntVec, PType, Plan, Result, Values, match_ints};
 pub struct Plain;
 
 /// On-disk id of [`Plain`].
-pub const ID: u16 = 1;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// A `plain` node, parsed and checked once.
 #[derive(Debug, Clone, Copy)]
@@ -65,26 +65,32 @@ impl<'n, 'a> View<'n, 'a> {
 }
 
 impl Encoding for Plain {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "plain"
+    fn child_shape(&self, slot: &str, shape: crate::Shape) -> crate::Shape {
+        // The bytes of all strings, one value per byte.
+        if slot == "bytes" {
+            shape.with_values(shape.bytes, shape.bytes).numbers()
+        } else {
+            shape.numbers()
+        }
     }
-    fn pattern(&self) -> Pattern {
-        Pattern::FullyParallel
+    fn decode_cost(&self, shape: crate::Shape, ns: &dyn Fn(&str) -> f64) -> f64 {
+        if shape.strings {
+            // Each string is placed (offsets, then Arrow views) one by one, where a
+            // dictionary's rows are gathered from views built once per entry.
+            (ns(DESCRIPTOR.name) + ns(crate::strdict::DESCRIPTOR.name)) * shape.values
+        } else {
+            ns(DESCRIPTOR.name) * shape.values
+        }
     }
-    fn slots(&self) -> &'static [Slot] {
-        &[
-            Slot {
-                name: "lengths",
-                default: "for | bitpack",
-            },
-            Slot {
-                name: "bytes",
-                default: "plain",
-            },
-        ]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::small_ints(),
+            plan: "plain",
+            minus: &[],
+        }]
     }
     fn accepts(&self, _ptype: PType) -> bool {
         true
@@ -195,3 +201,29 @@ fn fill_offsets(lengths: &Values, total: usize, offsets: &mut Vec<u64>) -> Resul
     }
     Ok(())
 }
+
+/// What `plain` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 1,
+    name: "plain",
+    slots: &[
+        Slot {
+            name: "lengths",
+            default: "for | bitpack",
+        },
+        Slot {
+            name: "bytes",
+            default: "plain",
+        },
+    ],
+    leaf_for_numbers: true,
+    gpu: crate::GpuDecode {
+        children: crate::ChildPlace::Segments(&["lengths"]),
+        ..crate::GpuDecode::parallel(Pattern::FullyParallel)
+    },
+    search: crate::Search {
+        role: crate::Role::Leaf,
+        string_root: true,
+        uniform: false,
+    },
+};

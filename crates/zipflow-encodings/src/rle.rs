@@ -19,7 +19,7 @@ use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, match_ints};
 pub struct Rle;
 
 /// On-disk id of [`Rle`].
-pub const ID: u16 = 6;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Header (16 B) plus two child-table entries; no meta.
 const NODE_OVERHEAD: usize = 24;
@@ -75,26 +75,20 @@ impl<'n, 'a> View<'n, 'a> {
 }
 
 impl Encoding for Rle {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "rle"
+    fn child_shape(&self, slot: &str, shape: crate::Shape) -> crate::Shape {
+        // Values and run lengths: one entry per run.
+        let _ = slot;
+        shape.per(shape.runs)
     }
-    fn pattern(&self) -> Pattern {
-        Pattern::GroupParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[
-            Slot {
-                name: "values",
-                default: "for | bitpack",
-            },
-            Slot {
-                name: "runs",
-                default: "for | bitpack",
-            },
-        ]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: calibration_runs(),
+            plan: "rle(values: plain, runs: plain)",
+            minus: &[(crate::selection::RAW, 2.0 / 8.0)],
+        }]
     }
     fn accepts(&self, ptype: PType) -> bool {
         ptype.is_int()
@@ -216,6 +210,36 @@ pub fn expand<T: Int>(vals: &[T], lengths: &[u32], len: usize, out: &mut Vec<T>)
         pos += n;
     }
     out.truncate(len);
+}
+
+/// What `rle` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 6,
+    name: "rle",
+    slots: &[
+        Slot {
+            name: "values",
+            default: "for | bitpack",
+        },
+        Slot {
+            name: "runs",
+            default: "for | bitpack",
+        },
+    ],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::parallel(Pattern::GroupParallel),
+    search: crate::Search::numeric(crate::Role::Inner {
+        side_streams: false,
+    }),
+};
+
+/// Runs of eight equal values.
+fn calibration_runs() -> zipflow_core::Values {
+    crate::selection::ints(
+        (0..crate::selection::CALIBRATION_LEN)
+            .map(|i| ((i / 8) as i64 * 7919) % 4096)
+            .collect(),
+    )
 }
 
 #[cfg(test)]

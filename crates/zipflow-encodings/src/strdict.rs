@@ -21,7 +21,7 @@ use zipflow_core::{Error, IntVec, PType, Plan, Result, Values};
 pub struct StrDict;
 
 /// On-disk id of [`StrDict`].
-pub const ID: u16 = 11;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Most bytes one decoded chunk of strings may hold.
 pub const MAX_DECODED_BYTES: u64 = 1 << 32;
@@ -74,26 +74,23 @@ pub(crate) fn renumber(distinct: &[&[u8]], order: &[u32], codes: &mut [u32]) -> 
 }
 
 impl Encoding for StrDict {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "strdict"
+    fn child_shape(&self, slot: &str, shape: crate::Shape) -> crate::Shape {
+        // One dictionary entry per distinct string; one code per string.
+        if slot == "dict" {
+            shape.per(shape.distinct)
+        } else {
+            shape.numbers()
+        }
     }
-    fn pattern(&self) -> Pattern {
-        Pattern::GroupParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[
-            Slot {
-                name: "codes",
-                default: "bitpack",
-            },
-            Slot {
-                name: "dict",
-                default: "plain",
-            },
-        ]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::flag_strings(),
+            plan: "strdict(codes: plain, dict: plain)",
+            minus: &[(crate::selection::RAW, 1.0)],
+        }]
     }
     fn accepts(&self, ptype: PType) -> bool {
         ptype == PType::Bytes
@@ -232,6 +229,32 @@ fn gather_padded<const S: usize>(
     // offset, and the offsets tile 0..total with the strings' lengths.
     unsafe { data.set_len(total) };
 }
+
+/// What `strdict` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 11,
+    name: "strdict",
+    slots: &[
+        Slot {
+            name: "codes",
+            default: "bitpack",
+        },
+        Slot {
+            name: "dict",
+            default: "plain",
+        },
+    ],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode {
+        children: crate::ChildPlace::Segments(&["codes"]),
+        ..crate::GpuDecode::parallel(Pattern::GroupParallel)
+    },
+    search: crate::Search {
+        role: crate::Role::Skip,
+        string_root: true,
+        uniform: false,
+    },
+};
 
 #[cfg(test)]
 mod tests {

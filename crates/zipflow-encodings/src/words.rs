@@ -29,7 +29,7 @@ use zipflow_core::{Error, IntVec, PType, Plan, Result, Values};
 pub struct Words;
 
 /// On-disk id of [`Words`].
-pub const ID: u16 = 13;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Tokens are at most this long, and dictionary entries up to this length decode with
 /// fixed-size stores.
@@ -329,30 +329,37 @@ pub fn tokenize_strings(
 }
 
 impl Encoding for Words {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "words"
+    fn child_shape(&self, slot: &str, shape: crate::Shape) -> crate::Shape {
+        match slot {
+            // One code per token: for strings at least one per string, else about one per
+            // word of text.
+            "codes" if shape.strings => {
+                let tokens = shape.values.max(shape.bytes / BYTES_PER_TOKEN);
+                shape.with_values(tokens, tokens * 4.0).numbers()
+            }
+            // One dictionary entry per distinct value.
+            "dict" => shape.per(shape.distinct),
+            _ => shape.numbers(),
+        }
     }
-    fn pattern(&self) -> Pattern {
-        Pattern::GroupParallel
+    fn decode_cost(&self, shape: crate::Shape, ns: &dyn Fn(&str) -> f64) -> f64 {
+        if shape.strings {
+            // `words` costs per byte it writes, for strings too, and places each string as a
+            // dictionary gather does.
+            ns(DESCRIPTOR.name) * shape.bytes + ns(crate::strdict::DESCRIPTOR.name) * shape.values
+        } else {
+            ns(DESCRIPTOR.name) * shape.values
+        }
     }
-    fn slots(&self) -> &'static [Slot] {
-        &[
-            Slot {
-                name: "codes",
-                default: "ans",
-            },
-            Slot {
-                name: "dict",
-                default: "plain",
-            },
-            Slot {
-                name: "counts",
-                default: "ans",
-            },
-        ]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::text_bytes(),
+            plan: "words(codes: plain, dict: plain)",
+            minus: &[],
+        }]
     }
     fn accepts(&self, ptype: PType) -> bool {
         matches!(ptype, PType::U8 | PType::Bytes)
@@ -856,6 +863,39 @@ fn bad_code(c: usize, n: usize, len: usize) -> Error {
         Error::corrupt(format!("words tokens run past the {len} bytes expected"))
     }
 }
+
+/// What `words` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 13,
+    name: "words",
+    slots: &[
+        Slot {
+            name: "codes",
+            default: "ans",
+        },
+        Slot {
+            name: "dict",
+            default: "plain",
+        },
+        Slot {
+            name: "counts",
+            default: "ans",
+        },
+    ],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode {
+        children: crate::ChildPlace::Segments(&["codes", "counts"]),
+        ..crate::GpuDecode::parallel(Pattern::GroupParallel)
+    },
+    search: crate::Search {
+        role: crate::Role::Skip,
+        string_root: true,
+        uniform: false,
+    },
+};
+
+/// Bytes per token in typical text, for the number of codes a string node holds.
+const BYTES_PER_TOKEN: f64 = 5.0;
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@ use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, match_ints};
 pub struct ZigZag;
 
 /// On-disk id of [`ZigZag`].
-pub const ID: u16 = 4;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Encodes one value's bits.
 #[inline(always)]
@@ -70,19 +70,14 @@ impl<'n, 'a> View<'n, 'a> {
 }
 
 impl Encoding for ZigZag {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "zigzag"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::FullyParallel
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[Slot {
-            name: "",
-            default: "bitpack",
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: calibration_signed(),
+            plan: "zigzag | plain",
+            minus: &[(crate::selection::RAW, 1.0)],
         }]
     }
     fn accepts(&self, ptype: PType) -> bool {
@@ -131,6 +126,31 @@ impl Encoding for ZigZag {
         scratch.give(decoded);
         result
     }
+}
+
+/// What `zigzag` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 4,
+    name: "zigzag",
+    slots: &[Slot {
+        name: "",
+        default: "bitpack",
+    }],
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::parallel(Pattern::FullyParallel),
+    search: crate::Search::numeric(crate::Role::Inner {
+        side_streams: false,
+    }),
+};
+
+/// Random values around zero, in a 4096-wide range.
+fn calibration_signed() -> zipflow_core::Values {
+    let mut rnd = crate::selection::xorshift(0x1f83_d9ab_fb41_bd6b);
+    crate::selection::ints(
+        (0..crate::selection::CALIBRATION_LEN)
+            .map(|_| (rnd() % 4096) as i64 - 2048)
+            .collect(),
+    )
 }
 
 #[cfg(test)]

@@ -11,16 +11,23 @@
 //!
 //! A plan's decode time ([`CostTable::decode_ns`]) sums its nodes' costs over the values each
 //! node decodes. How many values a child stream holds is estimated from the stream's shape
-//! ([`Shape`]: runs and distinct values measured on the sample), by slot name: `values` and
-//! `runs` of a run-length node hold one entry per run, a dictionary's `values`/`dict` one per
-//! distinct value, `bytes` one per byte, `refs` one per 1024-value block.
+//! ([`Shape`]: runs and distinct values measured on the sample) by the parent primitive
+//! ([`Encoding::child_shape`]): a run-length node's children hold one entry per run, a
+//! dictionary's one per distinct value, and so on. What a node costs over its stream is the
+//! primitive's to say too ([`Encoding::decode_cost`]), and so are the calibration cases
+//! ([`Encoding::calibration`]).
+//!
+//! [`Encoding::child_shape`]: zipflow_encodings::Encoding::child_shape
+//! [`Encoding::decode_cost`]: zipflow_encodings::Encoding::decode_cost
+//! [`Encoding::calibration`]: zipflow_encodings::Encoding::calibration
 
 use std::collections::HashMap;
 use std::time::Instant;
-use zipflow_core::values::ByteStrings;
-use zipflow_core::{Int, IntVec, Plan, Result, Values};
-use zipflow_encodings::hipatch::{COUNTS, HIGH, OFFSETS};
-use zipflow_encodings::{Scratch, by_name, decode, encode};
+use zipflow_core::{Plan, Result, Values};
+use zipflow_encodings::{Scratch, by_name, decode, encode, encodings};
+
+pub use zipflow_encodings::Shape;
+pub use zipflow_encodings::selection::DISTINCT_WINDOW;
 
 /// The compiled-in table.
 const DEFAULT_TABLE: &str = include_str!("costs.txt");
@@ -39,94 +46,6 @@ impl Default for CostTable {
         // The compiled-in text is checked by a test; an unreadable one falls back to flat costs.
         CostTable::parse(DEFAULT_TABLE).unwrap_or_else(|_| CostTable { ns: HashMap::new() })
     }
-}
-
-/// The shape of a stream, as far as decode cost needs it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Shape {
-    /// Values in the stream.
-    pub values: f64,
-    /// Bytes of the values' payload (string bytes for byte strings, else values x width).
-    pub bytes: f64,
-    /// Runs of equal values per value (1 when no two neighbours are equal).
-    pub runs: f64,
-    /// Distinct values per value.
-    pub distinct: f64,
-    /// Whether the stream holds byte strings (`plain` has children only for those).
-    pub strings: bool,
-}
-
-impl Shape {
-    /// Measures `values` (a sample): the run fraction over all of it, the distinct fraction
-    /// over its first [`DISTINCT_WINDOW`] values (enough to tell a dictionary's use).
-    pub fn of(values: &Values) -> Shape {
-        let (runs, distinct) = match values {
-            Values::Int(v) => {
-                zipflow_core::match_ints!(v, T, x => fractions(x.iter().map(|v| v.to_u64())))
-            }
-            Values::F32(v) => fractions(v.iter().map(|f| u64::from(f.to_bits()))),
-            Values::F64(v) => fractions(v.iter().map(|f| f.to_bits())),
-            Values::Bytes(b) => fractions((0..b.len()).map(|i| b.get(i).map_or(0, fnv1a))),
-        };
-        Shape {
-            values: values.len() as f64,
-            bytes: values.plain_size() as f64,
-            runs,
-            distinct,
-            strings: matches!(values, Values::Bytes(_)),
-        }
-    }
-
-    /// The same shape scaled to `n` values.
-    pub fn scaled(self, n: usize) -> Shape {
-        let k = n as f64 / self.values.max(1.0);
-        Shape {
-            values: n as f64,
-            bytes: self.bytes * k,
-            ..self
-        }
-    }
-
-    fn with_values(self, values: f64, bytes: f64) -> Shape {
-        Shape {
-            values,
-            bytes,
-            ..self
-        }
-    }
-}
-
-/// Bytes per `words` token in typical text, for the number of codes a string node holds.
-const BYTES_PER_TOKEN: f64 = 5.0;
-
-/// Values over which distinct values are counted.
-pub const DISTINCT_WINDOW: usize = 2048;
-
-/// Run and distinct fractions of a stream of keys.
-fn fractions(keys: impl Iterator<Item = u64>) -> (f64, f64) {
-    let (mut n, mut runs, mut prev) = (0usize, 0usize, None);
-    let mut window = Vec::with_capacity(DISTINCT_WINDOW);
-    for k in keys {
-        if prev != Some(k) {
-            runs += 1;
-        }
-        prev = Some(k);
-        if window.len() < DISTINCT_WINDOW {
-            window.push(k);
-        }
-        n += 1;
-    }
-    let w = window.len().max(1) as f64;
-    window.sort_unstable();
-    window.dedup();
-    (runs as f64 / n.max(1) as f64, window.len() as f64 / w)
-}
-
-/// A 64-bit FNV-1a hash of a string, to count distinct strings as numbers.
-fn fnv1a(s: &[u8]) -> u64 {
-    s.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 impl CostTable {
@@ -185,7 +104,7 @@ impl CostTable {
         let Some(enc) = by_name(&plan.name) else {
             return own;
         };
-        if plan.name == "plain" && !shape.strings {
+        if enc.descriptor().leaf_for_numbers && !shape.strings {
             return own;
         }
         let mut total = own;
@@ -197,193 +116,33 @@ impl CostTable {
                     Err(_) => continue,
                 },
             };
-            total += self.decode_ns(&child, child_shape(&plan.name, slot.name, shape));
+            total += self.decode_ns(&child, enc.child_shape(slot.name, shape));
         }
         total
     }
 
     /// Nanoseconds a `name` node takes to decode a stream of `shape`, its children not
-    /// counted.
+    /// counted ([`Encoding::decode_cost`]).
+    ///
+    /// [`Encoding::decode_cost`]: zipflow_encodings::Encoding::decode_cost
     pub fn own_ns(&self, name: &str, shape: Shape) -> f64 {
-        if name == "words" && shape.strings {
-            // `words` costs per byte it writes, for strings too, and places each string as a
-            // dictionary gather does.
-            self.ns_per_value("words") * shape.bytes + self.ns_per_value("strdict") * shape.values
-        } else if name == "plain" && shape.strings {
-            // Each string is placed (offsets, then Arrow views) one by one, where a
-            // dictionary's rows are gathered from views built once per entry.
-            (self.ns_per_value("plain") + self.ns_per_value("strdict")) * shape.values
-        } else {
-            self.ns_per_value(name) * shape.values
+        match by_name(name) {
+            Some(enc) => enc.decode_cost(shape, &|n| self.ns_per_value(n)),
+            None => self.ns_per_value(name) * shape.values,
         }
     }
 }
 
 /// The shape of the stream in child slot `slot` of a `name` node decoding a stream of
-/// `shape`.
+/// `shape` ([`Encoding::child_shape`]; a number per value for a primitive the registry does
+/// not know).
+///
+/// [`Encoding::child_shape`]: zipflow_encodings::Encoding::child_shape
 pub fn child_shape(name: &str, slot: &str, shape: Shape) -> Shape {
-    let per = |f: f64| shape.with_values(shape.values * f, shape.bytes * f);
-    let numbers = |s: Shape| Shape {
-        strings: false,
-        ..s
-    };
-    match (name, slot) {
-        // One code per token: for strings at least one per string, else about one per word of
-        // text.
-        ("words", "codes") if shape.strings => {
-            let tokens = shape.values.max(shape.bytes / BYTES_PER_TOKEN);
-            numbers(shape.with_values(tokens, tokens * 4.0))
-        }
-        ("rle", _) => per(shape.runs),
-        // Exceptions: a few percent of values where `hipatch` pays off; 1 in 32 assumed.
-        ("hipatch", OFFSETS | HIGH) => numbers(per(1.0 / 32.0)),
-        ("hipatch", COUNTS) => numbers(per(1.0 / zipflow_core::VECTOR_LEN as f64)),
-        (_, "values") | (_, "dict") => per(shape.distinct),
-        (_, "bytes") => numbers(shape.with_values(shape.bytes, shape.bytes)),
-        (_, "refs") => numbers(per(1.0 / zipflow_core::VECTOR_LEN as f64)),
-        _ if slot.is_empty() => shape,
-        _ => numbers(shape),
+    match by_name(name) {
+        Some(enc) => enc.child_shape(slot, shape),
+        None => shape.numbers(),
     }
-}
-
-/// Synthetic streams and the plans that isolate each primitive: (primitive, stream, plan,
-/// plans whose decode time is subtracted, scaled by their stream length relative to `stream`).
-/// One calibration case: (primitive, stream, plan, plans subtracted with their length factor).
-type Case = (&'static str, Values, &'static str, Vec<(&'static str, f64)>);
-
-fn calibration_cases() -> Vec<Case> {
-    const N: usize = 65_536;
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut rnd = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let small: Vec<i64> = (0..N).map(|_| 1_000_000 + (rnd() % 4096) as i64).collect();
-    let signed: Vec<i64> = (0..N).map(|_| (rnd() % 4096) as i64 - 2048).collect();
-    let sorted: Vec<i64> = (0..N as i64).map(|i| 7 * i + (i % 3)).collect();
-    let runs: Vec<i64> = (0..N).map(|i| ((i / 8) as i64 * 7919) % 4096).collect();
-    let few: Vec<i64> = (0..N)
-        .map(|_| [3i64, 77, 1 << 40, -5][(rnd() % 4) as usize])
-        .collect();
-    let outliers: Vec<i64> = (0..N)
-        .map(|i| {
-            if i % 100 == 0 {
-                1 << 40
-            } else {
-                (rnd() % 256) as i64
-            }
-        })
-        .collect();
-    let local: Vec<i64> = (0..N as i64)
-        .map(|i| (i / 1024) * 1_000_003 + (rnd() % 64) as i64)
-        .collect();
-    let cents: Vec<f64> = (0..N)
-        .map(|_| (rnd() % 10_000_000) as f64 / 100.0)
-        .collect();
-    let words = [
-        "the ",
-        "quick ",
-        "deposits ",
-        "sleep ",
-        "furiously ",
-        "regular ",
-        "ideas ",
-        "among ",
-    ];
-    let text: Vec<u8> = (0..N)
-        .flat_map(|_| words[(rnd() % 8) as usize].bytes())
-        .take(4 * N)
-        .collect();
-    let mut flags = ByteStrings {
-        offsets: vec![0],
-        data: Vec::new(),
-    };
-    for _ in 0..N {
-        flags
-            .data
-            .extend_from_slice([&b"MAIL"[..], b"SHIP", b"TRUCK", b"AIR"][(rnd() % 4) as usize]);
-        flags.offsets.push(flags.data.len() as u64);
-    }
-    let ints = |v: &Vec<i64>| Values::Int(IntVec::I64(v.clone()));
-    let text_bytes = Values::Int(IntVec::U8(text));
-    vec![
-        ("bitpack", ints(&small), "bitpack", vec![]),
-        ("plain", ints(&small), "plain", vec![]),
-        ("constant", ints(&vec![5; N]), "constant", vec![]),
-        ("for", ints(&small), "for | bitpack", vec![("bitpack", 1.0)]),
-        (
-            "zigzag",
-            ints(&signed),
-            "zigzag | plain",
-            vec![("plain", 1.0)],
-        ),
-        (
-            "delta",
-            ints(&sorted),
-            "delta | plain",
-            vec![("plain", 1.0)],
-        ),
-        (
-            "patch",
-            ints(&outliers),
-            "patch | bitpack",
-            vec![("bitpack", 1.0)],
-        ),
-        (
-            "radix",
-            Values::Int(IntVec::U8((0..N).map(|_| (rnd() % 3) as u8).collect())),
-            "radix",
-            vec![],
-        ),
-        (
-            "hipatch",
-            ints(&outliers),
-            "hipatch(counts: plain, offsets: plain, high: plain) | plain",
-            vec![("plain", 1.02)],
-        ),
-        (
-            "rle",
-            ints(&runs),
-            "rle(values: plain, runs: plain)",
-            vec![("plain", 2.0 / 8.0)],
-        ),
-        (
-            "dict",
-            ints(&few),
-            "dict(codes: plain, values: plain)",
-            vec![("plain", 1.0)],
-        ),
-        (
-            "blockpack",
-            ints(&local),
-            "blockpack(refs: plain)",
-            vec![("plain", 1.0 / 1024.0)],
-        ),
-        (
-            "float2int",
-            Values::F64(cents),
-            "float2int | plain",
-            vec![("plain", 1.0)],
-        ),
-        ("ans", text_bytes.clone(), "ans", vec![]),
-        ("chartable", text_bytes.clone(), "chartable", vec![]),
-        ("chardict16", text_bytes.clone(), "chardict16", vec![]),
-        ("fsst", text_bytes.clone(), "fsst(codes: plain)", vec![]),
-        (
-            "words",
-            text_bytes,
-            "words(codes: plain, dict: plain)",
-            vec![],
-        ),
-        (
-            "strdict",
-            Values::Bytes(flags),
-            "strdict(codes: plain, dict: plain)",
-            vec![("plain", 1.0)],
-        ),
-    ]
 }
 
 /// Median nanoseconds to decode `plan` on `values`.
@@ -409,16 +168,20 @@ fn time_decode(plan: &str, values: &Values, reps: usize) -> Result<f64> {
 /// Costs never go below 0.01 ns (a primitive cheaper than the timer's noise).
 pub fn calibrate(reps: usize) -> Result<CostTable> {
     let mut ns: HashMap<String, f64> = HashMap::new();
-    for (name, values, plan, minus) in calibration_cases() {
-        let n = values.len().max(1) as f64;
-        let t = time_decode(plan, &values, reps)?;
-        let others: f64 = minus
-            .iter()
-            .map(|(p, k)| ns.get(*p).copied().unwrap_or(0.0) * k * n)
-            .sum();
-        let per_value = ((t - others) / n).max(0.01);
-        // Text primitives are costed per byte of their (u8) stream, which `values` is.
-        ns.insert(name.to_string(), per_value);
+    // Registry order measures the primitives other cases subtract first.
+    for enc in encodings() {
+        for case in enc.calibration() {
+            let n = case.stream.len().max(1) as f64;
+            let t = time_decode(case.plan, &case.stream, reps)?;
+            let others: f64 = case
+                .minus
+                .iter()
+                .map(|(p, k)| ns.get(*p).copied().unwrap_or(0.0) * k * n)
+                .sum();
+            let per_value = ((t - others) / n).max(0.01);
+            // Text primitives are costed per byte of their (u8) stream, which `stream` is.
+            ns.insert(enc.name().to_string(), per_value);
+        }
     }
     Ok(CostTable { ns })
 }

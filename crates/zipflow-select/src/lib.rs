@@ -2,7 +2,11 @@
 //!
 //! The selector knows no concrete encoding: it asks [`zipflow_encodings::estimate`] for the
 //! size of candidate plans on a stratified sample of the stream, and a [`cost::CostTable`] for
-//! their decode time, and keeps the best by an [`Objective`]. Integer and float streams get a
+//! their decode time, and keeps the best by an [`Objective`]. What part each primitive plays in the
+//! search, what its child streams look like, what it costs to decode and whether the GPU
+//! decodes it in parallel, it reads from the registry ([`zipflow_encodings::Descriptor`] and
+//! the [`zipflow_encodings::Encoding`] methods beside each encoder); the fixed candidate lists
+//! come from [`zipflow_encodings::selection`]. Integer and float streams get a
 //! cascade search over plans up to a depth limit ([`search`]); byte strings and text choose
 //! among a fixed candidate list ([`candidates`], [`text_candidates`]). The plan that wins on the
 //! sample is then run on the whole stream, falling back to the next best if the sample misled
@@ -22,11 +26,12 @@ pub mod dp;
 pub mod search;
 
 pub use cost::CostTable;
-pub use search::{
-    Candidate, ColumnSelector, GPU_PARALLEL, Objective, SelectOptions, Selection, gpu_parallel,
-};
+pub use search::{Candidate, ColumnSelector, Objective, SelectOptions, Selection};
+pub use zipflow_encodings::selection::{candidates, text_candidates};
+pub use zipflow_encodings::{gpu_parallel, gpu_parallel_names};
 
 use zipflow_core::{Error, PType, Plan, Result, Values};
+use zipflow_encodings::selection::RAW;
 use zipflow_encodings::{ColumnChooser, EncodedNode, PlanChooser, encode, estimate};
 
 /// The selector as the file writer's [`PlanChooser`]: each column gets a [`ColumnSelector`]
@@ -72,75 +77,6 @@ impl ColumnChooser for ColumnChoice {
             .choose_and_encode(values, self.text, &self.options)?;
         Ok(node)
     }
-}
-
-/// Integer candidates, tried in this order (ties go to the earlier, simpler plan).
-const INT_CANDIDATES: &[&str] = &[
-    "constant",
-    "bitpack",
-    "for | bitpack",
-    "for | patch | bitpack",
-    "for | hipatch | bitpack",
-    "dict(codes: bitpack, values: for | bitpack)",
-    "rle(values: for | bitpack, runs: for | bitpack)",
-    "delta | for | bitpack",
-    "delta | for | patch | bitpack",
-    "delta | rle(values: for | bitpack, runs: for | bitpack)",
-    "blockpack",
-    "blockpack(refs: delta | for | bitpack)",
-];
-
-/// Byte-string candidates: as they are, a dictionary of whole strings, or the bytes of all
-/// strings compressed as one text.
-const STRING_CANDIDATES: &[&str] = &[
-    "plain",
-    "strdict",
-    "strdict(dict: plain(bytes: fsst))",
-    "plain(bytes: fsst)",
-    "plain(bytes: fsst(codes: ans))",
-    "words",
-    "words(dict: plain(bytes: fsst))",
-];
-
-/// Text candidates: plans for a u8 stream that holds text (or any bytes).
-const TEXT_CANDIDATES: &[&str] = &[
-    "plain",
-    "ans",
-    "chartable",
-    "fsst",
-    "fsst(codes: ans)",
-    "words",
-    "words(dict: plain(bytes: fsst))",
-];
-
-/// The candidate plans for a u8 stream of text, the default for `zipflow compress --text`.
-pub fn text_candidates() -> Vec<Plan> {
-    TEXT_CANDIDATES
-        .iter()
-        .filter_map(|t| t.parse().ok())
-        .collect()
-}
-
-/// The candidate plans for a stream of `ptype`.
-pub fn candidates(ptype: PType) -> Vec<Plan> {
-    let texts: Vec<String> = match ptype {
-        PType::F32 | PType::F64 => std::iter::once("constant".to_string())
-            .chain(
-                INT_CANDIDATES
-                    .iter()
-                    .filter(|c| **c != "constant")
-                    .map(|c| format!("float2int | {c}")),
-            )
-            .chain(std::iter::once("plain".to_string()))
-            .collect(),
-        PType::Bytes => STRING_CANDIDATES.iter().map(|c| c.to_string()).collect(),
-        _ => INT_CANDIDATES
-            .iter()
-            .map(|c| c.to_string())
-            .chain(std::iter::once("plain".to_string()))
-            .collect(),
-    };
-    texts.iter().filter_map(|t| t.parse().ok()).collect()
 }
 
 /// Runs in a sample.
@@ -245,15 +181,16 @@ pub fn choose_with(
 }
 
 /// Encodes `values` with the best plan of `selection` that can encode them (a plan may fit
-/// the sample and not the whole stream); `plain` as the last resort.
+/// the sample and not the whole stream); storing the values as they are ([`RAW`]) as the last
+/// resort.
 pub fn encode_selection(values: &Values, selection: Selection) -> Result<(Plan, EncodedNode)> {
     let mut ranked: Vec<(Plan, usize)> = selection
         .ranked
         .into_iter()
         .map(|c| (c.plan, c.size))
         .collect();
-    if values.ptype() != PType::Bytes && !ranked.iter().any(|(p, _)| p.name == "plain") {
-        ranked.push((Plan::new("plain"), 0));
+    if values.ptype() != PType::Bytes && !ranked.iter().any(|(p, _)| p.name == RAW) {
+        ranked.push((Plan::new(RAW), 0));
     }
     encode_best(values, ranked)
 }

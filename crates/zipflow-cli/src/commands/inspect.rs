@@ -95,7 +95,6 @@ fn civil_date(days: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}")
 }
 
-
 /// One line per node of the tree: slot, primitive, values, bytes; and for `chartable` nodes,
 /// each table's characters and use.
 fn tree_lines(node: &NodeView<'_>, slot: &str, depth: usize, out: &mut Vec<String>) {

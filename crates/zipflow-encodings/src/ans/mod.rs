@@ -92,7 +92,7 @@ use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values};
 pub struct Ans;
 
 /// On-disk id of [`Ans`].
-pub const ID: u16 = 16;
+pub const ID: u16 = DESCRIPTOR.id;
 
 /// Interleaved states per block (one per GPU thread of a warp).
 pub const LANES: usize = 32;
@@ -984,17 +984,15 @@ pub(crate) fn for_each_u32_run(
 }
 
 impl Encoding for Ans {
-    fn id(&self) -> u16 {
-        ID
+    fn descriptor(&self) -> &'static crate::Descriptor {
+        &DESCRIPTOR
     }
-    fn name(&self) -> &'static str {
-        "ans"
-    }
-    fn pattern(&self) -> Pattern {
-        Pattern::Serial
-    }
-    fn slots(&self) -> &'static [Slot] {
-        &[]
+    fn calibration(&self) -> Vec<crate::Calibration> {
+        vec![crate::Calibration {
+            stream: crate::selection::text_bytes(),
+            plan: "ans",
+            minus: &[],
+        }]
     }
     fn max_params(&self) -> usize {
         1
@@ -1047,6 +1045,16 @@ impl Encoding for Ans {
         estimate_values(v, resolve_block_log2(plan)?)
     }
 }
+
+/// What `ans` is: its id, name, child slots, GPU decoding and part in the search.
+pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
+    id: 16,
+    name: "ans",
+    slots: Slot::NONE,
+    leaf_for_numbers: false,
+    gpu: crate::GpuDecode::not_parallel(Pattern::Serial),
+    search: crate::Search::numeric(crate::Role::Entropy),
+};
 
 #[cfg(test)]
 mod tests;
