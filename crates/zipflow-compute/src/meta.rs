@@ -24,3 +24,14 @@ pub(crate) fn bitpack_width(node: &NodeView<'_>) -> Result<usize> {
     meta.finish("bitpack")?;
     Ok(width)
 }
+
+/// The exception count of a `patch` node (two buffers, one child); its bit width is read
+/// and not used.
+pub(crate) fn patch_exception_count(node: &NodeView<'_>) -> Result<usize> {
+    node.expect_shape("patch", 2, 1)?;
+    let mut meta = node.meta_reader();
+    let _width = meta.u8("bit width")?;
+    let count = meta.u32("exception count")? as usize;
+    meta.finish("patch")?;
+    Ok(count)
+}
