@@ -378,6 +378,7 @@ impl FastPlan {
     /// Filters block `ev.b` (`ev.n` rows) by the chunk's WHERE and selects the rows that pass
     /// (as [`FastPlan::mask_rows`] does, or straight from the fused range filters' bitmask).
     /// Returns how many pass, or `None` when none does.
+    #[inline]
     fn select_rows(
         &self,
         filter: &ChunkFilter<'_, '_>,

@@ -22,6 +22,12 @@
 //! it to a short range ([`KeyRange`]), the parts are ranges of its values and the groups are
 //! indexed by value: no hashing, and chunks whose slots are numbered in key order are merged
 //! walking both sides in order.
+//!
+//! Here: the table and the reference path. Beside it, `fast_path` (one chunk on the fast
+//! path, phase by phase) and `pushdown` (which parts of a query it takes, and as what),
+//! `block` (block evaluation) over `kernels` (block arithmetic and the per-slot scatter),
+//! `group_values` (keys interned into dense group ids), `accumulators` (per-group aggregate
+//! state) and `merge` (chunks' partial groups combined into the scan's).
 
 mod accumulators;
 mod block;

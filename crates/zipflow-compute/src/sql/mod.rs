@@ -1,6 +1,6 @@
-//! SQL text to a bound [`Query`](crate::Query): `sqlparser` parses, this module checks the subset it supports
-//! (one table, filter, aggregates, GROUP BY, HAVING, ORDER BY, LIMIT; `LIKE` patterns are
-//! constants, compiled once by [`crate::like`]), binds names to the
+//! SQL text to a bound [`Query`](crate::Query): `sqlparser` parses, this module checks the
+//! subset it supports (one table, filter, aggregates, GROUP BY, HAVING, ORDER BY, LIMIT;
+//! `LIKE` patterns are constants, compiled once by [`crate::like`]), binds names to the
 //! file's columns and types every expression, folding constants (`DATE '1998-12-01' - INTERVAL
 //! '90' DAY` becomes `DATE '1998-09-02'`).
 //!

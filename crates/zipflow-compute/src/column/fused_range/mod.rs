@@ -185,6 +185,7 @@ impl ChunkColumn<'_> {
 /// The bitmask of `x - l <= span` (wrapping) for the 1024 packed values of block `b` of `p`
 /// (`p.width > 0`) into `out`, on the best kernel the CPU runs; returns whether some value
 /// exceeds `limit`.
+#[inline]
 fn fused_bits(
     p: &PackedCol<'_>,
     b: usize,
