@@ -227,7 +227,8 @@ pub(super) unsafe fn kernel(op: Op, n: &[u16; V], r: &[u16; V], acc: &mut Acc) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ndvi::{Threshold, count_gt, sum_nr};
+    use crate::ndvi::Threshold;
+    use crate::ndvi::kernels::{count_gt, sum_nr};
 
     #[test]
     fn kernels_equal_the_portable_ones() {
