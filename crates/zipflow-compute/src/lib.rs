@@ -23,7 +23,6 @@
 pub mod column;
 pub mod expr;
 pub mod like;
-mod meta;
 pub mod ndvi;
 mod prefetch;
 pub mod query;

@@ -21,8 +21,6 @@ use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, Int, IntVec, PType, Result, VECTOR_LEN, Values, match_ints};
 use zipflow_encodings::{NodeView, Scratch, bitpack, dict, frame, hipatch, strdict};
 
-use crate::meta::for_reference;
-
 use self::kernels::gather_u8;
 use self::packed::{PackedCol, Unpacked, code_range, logical};
 
@@ -125,8 +123,8 @@ impl<'a> ChunkColumn<'a> {
             && node.children[0].len == len
             && node.children[0].ptype == bitpack::unsigned_of(ptype)
         {
-            let reference = for_reference(node)?;
-            Source::Packed(PackedCol::new(&node.children[0], reference, ptype)?)
+            let view = frame::View::parse(node)?;
+            Source::Packed(PackedCol::new(view.offsets, view.reference, ptype)?)
         } else if let Some((h, reference)) = patched_bits(node)? {
             let packed = PackedCol::new(&h.children[0], reference, ptype)?;
             Source::Patched {
@@ -501,7 +499,8 @@ fn patched_bits<'n, 'a>(node: &'n NodeView<'a>) -> Result<Option<(&'n NodeView<'
         && node.children[0].id == hipatch::ID
         && node.children[0].ptype == bitpack::unsigned_of(node.ptype)
     {
-        (&node.children[0], for_reference(node)?)
+        let view = frame::View::parse(node)?;
+        (view.offsets, view.reference)
     } else if node.id == hipatch::ID {
         (node, 0)
     } else {

@@ -8,9 +8,8 @@ use std::mem::MaybeUninit;
 
 use fastlanes::BitPacking;
 use zipflow_core::{Error, Int, PType, Result};
+use zipflow_encodings::node::cast_cow;
 use zipflow_encodings::{NodeView, bitpack};
-
-use crate::meta::bitpack_width;
 
 use super::BLOCK;
 use super::kernels::{block_max, range_mask, table_mask, widen};
@@ -34,23 +33,6 @@ pub(super) struct PackedCol<'a> {
     /// When set, `reference + packed` never wraps, so the logical value is exactly
     /// `logical(reference) + packed` and range predicates can be compared on `packed`.
     pub(super) exact_base: Option<i128>,
-}
-
-pub(super) fn words_of<'a, U: bytemuck::Pod>(bytes: &'a [u8]) -> Result<Cow<'a, [U]>> {
-    let size = size_of::<U>();
-    if !bytes.len().is_multiple_of(size) {
-        return Err(Error::corrupt(
-            "packed buffer is not a whole number of words",
-        ));
-    }
-    Ok(match bytemuck::try_cast_slice::<u8, U>(bytes) {
-        Ok(s) => Cow::Borrowed(s),
-        Err(_) => {
-            let mut v = vec![U::zeroed(); bytes.len() / size];
-            bytemuck::cast_slice_mut::<U, u8>(&mut v).copy_from_slice(bytes);
-            Cow::Owned(v)
-        }
-    })
 }
 
 /// The logical value of `bits` (the low `ptype` bits) as i128.
@@ -82,31 +64,22 @@ pub(super) fn type_range(ptype: PType) -> (i128, i128) {
 
 impl<'a> PackedCol<'a> {
     pub(super) fn new(node: &NodeView<'a>, reference: u64, ptype: PType) -> Result<Self> {
-        let width = bitpack_width(node)?;
-        let bits = ptype.byte_width() * 8;
-        if width > bits {
-            return Err(Error::corrupt(format!("bit width {width} exceeds {bits}")));
-        }
-        let buf = node.buffer(0, "packed")?;
-        let words = match ptype.byte_width() {
-            1 => Words::U8(words_of(buf)?),
-            2 => Words::U16(words_of(buf)?),
-            4 => Words::U32(words_of(buf)?),
-            _ => Words::U64(words_of(buf)?),
-        };
-        let n = match &words {
-            Words::U8(w) => w.len(),
-            Words::U16(w) => w.len(),
-            Words::U32(w) => w.len(),
-            Words::U64(w) => w.len(),
-        };
-        let expected = bitpack::vectors(node.len) * BLOCK * width / bits;
-        if n != expected {
+        let view = bitpack::View::parse(node)?;
+        if node.ptype.byte_width() != ptype.byte_width() {
             return Err(Error::corrupt(format!(
-                "packed buffer has {n} words, {} values at {width} bits need {expected}",
-                node.len
+                "a bitpack node of {} values under a {ptype} column",
+                node.ptype
             )));
         }
+        // The view checked the width against the node's type and the buffer's length.
+        let width = view.width as usize;
+        let buf = view.packed;
+        let words = match ptype.byte_width() {
+            1 => Words::U8(cast_cow(buf, "packed")?),
+            2 => Words::U16(cast_cow(buf, "packed")?),
+            4 => Words::U32(cast_cow(buf, "packed")?),
+            _ => Words::U64(cast_cow(buf, "packed")?),
+        };
         let base = logical(reference, ptype);
         let top = if width == 0 { 0 } else { (1i128 << width) - 1 };
         let (lo, hi) = type_range(ptype);

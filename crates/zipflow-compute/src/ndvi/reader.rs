@@ -6,26 +6,10 @@
 use std::borrow::Cow;
 
 use zipflow_core::{Error, PType, Result, Values};
+use zipflow_encodings::node::cast_cow;
 use zipflow_encodings::{NodeView, Scratch, bitpack, frame, patch};
 
-use crate::meta::{bitpack_width, for_reference, patch_exception_count};
-
 use super::V;
-
-pub(super) fn words_of<'a, U: bytemuck::Pod>(bytes: &'a [u8]) -> Result<Cow<'a, [U]>> {
-    let size = size_of::<U>();
-    if !bytes.len().is_multiple_of(size) {
-        return Err(Error::corrupt("buffer is not a whole number of words"));
-    }
-    Ok(match bytemuck::try_cast_slice::<u8, U>(bytes) {
-        Ok(s) => Cow::Borrowed(s),
-        Err(_) => {
-            let mut v = vec![U::zeroed(); bytes.len() / size];
-            bytemuck::cast_slice_mut::<U, u8>(&mut v).copy_from_slice(bytes);
-            Cow::Owned(v)
-        }
-    })
-}
 
 /// One band's chunk as a source of 1024-pixel vectors.
 pub(super) enum Source<'a> {
@@ -57,10 +41,11 @@ impl<'a> Source<'a> {
             )));
         }
         let (reference, inner) = if node.id == frame::ID {
-            let r = for_reference(node)?;
-            let r = u16::try_from(r)
-                .map_err(|_| Error::corrupt(format!("for reference {r} exceeds u16")))?;
-            (r, node.child(0, "offsets")?)
+            let view = frame::View::parse(node)?;
+            let r = u16::try_from(view.reference).map_err(|_| {
+                Error::corrupt(format!("for reference {} exceeds u16", view.reference))
+            })?;
+            (r, view.offsets)
         } else {
             (0, node)
         };
@@ -84,41 +69,20 @@ impl<'a> Source<'a> {
     pub(super) fn packed(node: &NodeView<'a>, reference: u16) -> Result<Option<Source<'a>>> {
         let (positions, exceptions, bp): (Cow<'a, [u32]>, Cow<'a, [u16]>, &NodeView<'a>) =
             if node.id == patch::ID {
-                let count = patch_exception_count(node)?;
-                let positions = words_of::<u32>(node.buffer(0, "exception positions")?)?;
-                let exceptions = words_of::<u16>(node.buffer(1, "exception values")?)?;
-                if positions.len() != count || exceptions.len() != count {
-                    return Err(Error::corrupt(format!(
-                        "patch node holds {} positions and {} values, metadata says {count}",
-                        positions.len(),
-                        exceptions.len()
-                    )));
-                }
-                patch::validate_positions(&positions, node.len)?;
-                let child = node.child(0, "patched stream")?;
-                if child.ptype != PType::U16 || child.len != node.len {
-                    return Err(Error::corrupt("patch child is not the u16 stream"));
-                }
-                (positions, exceptions, child)
+                let view = patch::View::parse(node)?;
+                let exceptions = cast_cow::<u16>(view.exceptions.values, "exception values")?;
+                (view.exceptions.positions, exceptions, view.patched)
             } else {
                 (Cow::Borrowed(&[]), Cow::Borrowed(&[]), node)
             };
         if bp.id != bitpack::ID {
             return Ok(None);
         }
-        let width = bitpack_width(bp)?;
-        if width > 16 {
-            return Err(Error::corrupt(format!("bit width {width} exceeds 16")));
-        }
-        let words = words_of::<u16>(bp.buffer(0, "packed")?)?;
-        let expected = bitpack::vectors(bp.len) * V * width / 16;
-        if words.len() != expected {
-            return Err(Error::corrupt(format!(
-                "packed buffer has {} words, {} values at {width} bits need {expected}",
-                words.len(),
-                bp.len
-            )));
-        }
+        // `bp` holds u16 values (the caller's check, or the patch's), so its view's width is
+        // at most 16 and its buffer whole 1024-value vectors of u16 words.
+        let view = bitpack::View::parse(bp)?;
+        let width = view.width as usize;
+        let words = cast_cow::<u16>(view.packed, "packed")?;
         Ok(Some(Source::Packed {
             words,
             unpack: unpack_fn(width),
