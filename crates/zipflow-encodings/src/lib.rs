@@ -32,6 +32,12 @@
 //! calibration cases for the selector are [`Encoding`] methods beside its encoder
 //! ([`selection`]), so the selector and the GPU generator ask the registry ([`encodings`],
 //! [`by_name`], [`by_id`]) and name no primitive.
+//!
+//! Every primitive's node is read through its typed view (`bitpack::View`, `frame::View`,
+//! `patch::View`, ...), which parses and checks the node's metadata, buffers and children
+//! once; its decoder, the CPU scan's fused readers and the GPU descriptor filler all read it
+//! there, and the metadata bytes are private to this crate. The file writer gets its plans
+//! from a [`PlanChooser`] ([`chooser`]), which the selector implements.
 
 pub mod ans;
 pub mod bitpack;
