@@ -32,10 +32,10 @@
 //!   a per-chunk region of a device scratch buffer (the root's, again, is the output).
 //!
 //! The generator is split by what it emits: `prelude` (the CUDA C every kernel opens with),
-//! `lanes` (tile kernels' lane-by-lane bodies), `runs` (the `delta` and `rle` stages),
-//! `patch` (exceptions), `ans`, `chars` (the character coders' stages) and [`strings`] (byte
-//! strings); this module analyses the shape, lays out its descriptor slots and puts
-//! the kernel together.
+//! `lanes` (tile kernels' lane-by-lane bodies), `runs` (the loads and run walks `delta` and
+//! `rle` share) and [`strings`] (byte strings); each op's own value and stage are in its
+//! module of [`crate::ops`]. This module analyses the shape, lays out its descriptor slots
+//! and puts the kernel together.
 //!
 //! Bit widths are part of the shape and compiled in as constants. The other per-chunk
 //! parameters (lengths, references, buffer offsets) are read from a descriptor of `u64` slots
@@ -49,16 +49,15 @@
 //! index) and an error word where the kernel ORs [`ERR_DICT`], [`ERR_RLE_ZERO`],
 //! [`ERR_RLE_SUM`], [`ERR_ANS`], [`ERR_STR`] on corrupt data.
 
-mod ans;
-mod chars;
 mod lanes;
-mod patch;
 mod prelude;
-mod runs;
+pub(crate) mod runs;
 pub mod strings;
 
+pub(crate) use crate::ops::bitpack::width_expr;
+use crate::ops::{radix_group, radix_groups_body};
 use crate::shape::{Op, Shape};
-use lanes::{dict_lane_body, lane_body, radix_body, radix_group, radix_groups_body, width_expr};
+use lanes::{dict_lane_body, lane_body};
 use prelude::PRELUDE;
 use zipflow_core::{Error, PType, Result};
 
@@ -125,7 +124,7 @@ pub struct NodeSlots {
     pub op: Op,
     /// The node's physical type.
     pub ptype: PType,
-    /// First slot: the node's length; the op's own parameters follow (see [`param_slots`]).
+    /// First slot: the node's length; the op's own parameters follow (see [`Op::param_slots`]).
     pub base: usize,
     /// Slot holding the byte offset of the node's buffer in the scratch buffer (chunk kernels,
     /// materialised nodes other than the root).
@@ -180,51 +179,8 @@ pub struct Kernel {
 /// strings, the byte offset of its first offset).
 pub const SLOT_OUT: usize = 0;
 
-/// Parameter slots an op takes after its length slot, in order:
-/// - `plain`: byte offset of the values in `in` (four slots unused); over byte strings at
-///   the root, as `strdict`;
-/// - `strdict`, `words`: the byte offset of the chunk's bytes in the output, their number,
-///   the width of the offsets (8, 4, or 0 for none), the byte offset of the chunk's
-///   segment table in the scratch buffer (`2 * (segments + 1)` u32, see [`strings`]), and
-///   the byte offset in `in` of the same table built by the host from the node's row index
-///   (all ones when the first kernel sums it);
-/// - `bitpack`: byte offset of the packed words, bit width;
-/// - `blockpack`: byte offset of the packed words, byte offset of its vector table (per
-///   1024-value vector, a `u32` word offset and a `u32` bit width, staged by the host after
-///   the tree);
-/// - `for`: reference bits; `constant`: value bits; `delta`: base bits;
-/// - `patch`, `float2int`: byte offsets of positions and exception values, exception count
-///   (`float2int` then the bits of `10^E` as an f64);
-/// - `hipatch`: the low bits' width `W`, exception count;
-/// - `radix`: byte offset of the groups (the base is compiled in, see [`Shape::width`]);
-/// - `fsst`: byte offset of its symbol table (256 `u64` symbols, then 256 `u8` lengths, 0 for
-///   codes without a symbol; staged by the host after the tree), byte offset of the piece
-///   ends, the pieces' log2 size;
-/// - `chardict16`, `chartable`: byte offsets of the bit stream, of its blocks (per 1024-byte
-///   block a `u32` first code bit, the `u32` bit after its last code, its table, and a `u32`
-///   of padding) and of its tables (per table 1024 `u16`: the first code of every 10-bit
-///   window, character and length), the stream's bytes (all staged by the host after the
-///   tree but the stream);
-/// - `ans`: byte offsets of the states, block starts and words, the number of words, the
-///   block size's log2, the byte offset of the cumulative frequencies (`nsym + 1` u32, staged
-///   by the host after the tree) and `nsym`;
-/// - `zigzag`, `rle`, `dict`: none (they read their children's length slots).
-pub fn param_slots(op: Op) -> usize {
-    match op {
-        Op::ZigZag | Op::Rle | Op::Dict => 0,
-        Op::For | Op::Constant | Op::Delta | Op::Radix => 1,
-        Op::BitPack | Op::BlockPack | Op::HiPatch => 2,
-        Op::Fsst => 3,
-        Op::CharDict | Op::CharTable => 4,
-        Op::Patch => 3,
-        Op::Plain | Op::StrDict | Op::Words => 5,
-        Op::FloatToInt => 4,
-        Op::Ans => 7,
-    }
-}
-
 /// The C type name of a physical type.
-fn ctype(p: PType) -> Result<&'static str> {
+pub(crate) fn ctype(p: PType) -> Result<&'static str> {
     Ok(match p {
         PType::I8 => "i8",
         PType::I16 => "i16",
@@ -245,7 +201,7 @@ fn ctype(p: PType) -> Result<&'static str> {
 }
 
 /// The unsigned arithmetic type integer ops of `p` compute in (wrapping, truncated on store).
-fn acc(p: PType) -> &'static str {
+pub(crate) fn acc(p: PType) -> &'static str {
     if p.byte_width() <= 4 { "u32" } else { "u64" }
 }
 
@@ -441,7 +397,7 @@ fn layout(shape: &Shape, kind: KernelKind) -> (Vec<NodeSlots>, usize) {
     let fused = delta_over_rle(shape, kind);
     for (k, s) in order.iter().enumerate() {
         let base = next;
-        next += 1 + param_slots(s.op);
+        next += 1 + s.op.param_slots();
         let scratch = (needs_scratch(s, k, kind) && !(fused && k == 1)).then(|| {
             next += 1;
             next - 1
@@ -670,41 +626,41 @@ extern "C" __global__ void __launch_bounds__({bounds})
     })
 }
 
-struct Gen<'a> {
-    nodes: &'a [NodeSlots],
-    kind: KernelKind,
+pub(crate) struct Gen<'a> {
+    pub(crate) nodes: &'a [NodeSlots],
+    pub(crate) kind: KernelKind,
     /// Device functions, children before parents.
-    src: String,
+    pub(crate) src: String,
     /// Kernel body run once per block before its vectors (small dictionaries to shared
     /// memory), children before parents.
-    prologue: String,
+    pub(crate) prologue: String,
     /// Kernel body stages, children before parents.
-    stages: String,
+    pub(crate) stages: String,
     /// Whether the shared `ans` decoding table is declared.
-    ans_table: bool,
+    pub(crate) ans_table: bool,
     /// Bytes of dynamic shared memory the stages use.
-    dyn_smem: u32,
+    pub(crate) dyn_smem: u32,
     /// Byte strings: the body of the expansion kernel (see [`strings`]).
-    expand: String,
+    pub(crate) expand: String,
     /// Bytes of dynamic shared memory the expansion uses.
-    expand_smem: u32,
+    pub(crate) expand_smem: u32,
     /// Bytes of dynamic shared memory the expansion with the smaller stage uses (0: none).
-    expand_narrow_smem: u32,
+    pub(crate) expand_narrow_smem: u32,
     /// Nodes whose `zf_each<k>` (a visit of a range of values) is emitted.
-    staged: Vec<usize>,
+    pub(crate) staged: Vec<usize>,
     /// Nodes whose `zf_q<k>` (four neighbouring values at once) is emitted.
-    quads: Vec<usize>,
+    pub(crate) quads: Vec<usize>,
 }
 
 impl Gen<'_> {
     /// Whether node `k` or a node below it is materialised by a stage.
-    fn has_stage(&self, k: usize) -> bool {
+    pub(crate) fn has_stage(&self, k: usize) -> bool {
         stage_below(self.nodes, k, self.kind)
     }
 
     /// The range of positions a stage of node `k` fills: the block's vectors in a tile
     /// kernel, the whole chunk in a chunk kernel.
-    fn span(&self, k: usize) -> (String, String) {
+    pub(crate) fn span(&self, k: usize) -> (String, String) {
         match self.kind {
             KernelKind::Tile => ("p0".to_string(), "p1".to_string()),
             KernelKind::Chunk => (
@@ -715,7 +671,7 @@ impl Gen<'_> {
     }
 
     /// Where node `k`'s materialised output lives, indexed by `idx`.
-    fn buf(&self, k: usize, idx: &str) -> Result<String> {
+    pub(crate) fn buf(&self, k: usize, idx: &str) -> Result<String> {
         let n = &self.nodes[k];
         let t = ctype(n.ptype)?;
         Ok(if k == 0 {
@@ -731,7 +687,7 @@ impl Gen<'_> {
     }
 
     /// Emits node `k`'s functions (children first) and, if it is materialised, its stage.
-    fn node(&mut self, k: usize) -> Result<()> {
+    pub(crate) fn node(&mut self, k: usize) -> Result<()> {
         let n = self.nodes[k].clone();
         let fused = k == 0
             && self.kind == KernelKind::Chunk
@@ -760,105 +716,12 @@ impl Gen<'_> {
             };
         }
         let t = ctype(n.ptype)?;
-        let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
-        let a = acc(n.ptype);
-        let b = n.base;
-        let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
         let head = format!(
             "\n// node {k}: {} ({})\n__device__ __forceinline__ {t} zf_n{k}(const Env& e, u32 p) {{\n",
             n.op.name(),
             n.ptype
         );
-        let body = match n.op {
-            Op::Plain => format!(
-                "  return __ldg((const {t}*)(e.in + e.prm[{}]) + p);\n",
-                b + 1
-            ),
-            Op::BitPack => format!(
-                "  return ({t})zf_unpack<{u}, {a}, {bits}>((const {u}*)(e.in + e.prm[{}]), {}, p);\n",
-                b + 1,
-                width_expr(&n),
-                bits = n.ptype.byte_width() * 8
-            ),
-            Op::BlockPack => format!(
-                "  // Vector p / 1024: its words' offset and its width, then its reference.\n  const uint2 vt = __ldg((const uint2*)(e.in + e.prm[{tab}]) + (p >> 10));\n  const {u}* w = (const {u}*)(e.in + e.prm[{words}]) + vt.x;\n  return ({t})({u})(zf_unpack<{u}, {a}, {bits}>(w, vt.y, p & 1023u) + ({a})({u})zf_n{c}(e, p >> 10));\n",
-                words = b + 1,
-                tab = b + 2,
-                c = ch(0),
-                bits = n.ptype.byte_width() * 8
-            ),
-            Op::For => format!(
-                "  return ({t})({u})(({a})zf_n{c}(e, p) + ({a})e.prm[{}]);\n",
-                b + 1,
-                c = ch(0)
-            ),
-            Op::ZigZag => format!(
-                "  const {a} z = ({a})zf_n{c}(e, p);\n  return ({t})({u})((z >> 1) ^ (({a})0 - (z & ({a})1)));\n",
-                c = ch(0)
-            ),
-            Op::Radix => radix_body(&n, t)?,
-            Op::Constant => match n.ptype {
-                PType::F32 => format!("  return __int_as_float((int)(u32)e.prm[{}]);\n", b + 1),
-                PType::F64 => format!(
-                    "  return __longlong_as_double((long long)e.prm[{}]);\n",
-                    b + 1
-                ),
-                _ => format!("  return ({t})e.prm[{}];\n", b + 1),
-            },
-            Op::Dict if !self.has_stage(ch(1)) => {
-                // A dictionary of at most `DICT_SHARED` entries is decoded once per block into
-                // shared memory, so each lookup is one shared load instead of decoding its
-                // entry again (a bit-unpack at a random position, for packed values).
-                let (codes, values) = (ch(0), ch(1));
-                let vlen = self.nodes[values].base;
-                self.src
-                    .push_str(&format!("\n__shared__ {t} zf_d{k}[{DICT_SHARED}];\n"));
-                self.prologue.push_str(&format!(
-                    "  {{ // node {k}: dict entries to shared memory\n    const u32 n = (u32)e.prm[{vlen}];\n    if (n <= {DICT_SHARED}u) for (u32 i = threadIdx.x; i < n; i += ZF_THREADS) zf_d{k}[i] = zf_n{values}(e, i);\n    __syncthreads();\n  }}\n"
-                ));
-                format!(
-                    "  const u32 c = (u32)zf_n{codes}(e, p);\n  const u32 n = (u32)e.prm[{vlen}];\n  if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}\n  return n <= {DICT_SHARED}u ? zf_d{k}[c] : zf_n{values}(e, c);\n"
-                )
-            }
-            Op::Dict => {
-                let (codes, values) = (ch(0), ch(1));
-                format!(
-                    "  const u32 c = (u32)zf_n{codes}(e, p);\n  if (c >= (u32)e.prm[{vlen}]) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}\n  return zf_n{values}(e, c);\n",
-                    vlen = self.nodes[values].base
-                )
-            }
-            Op::Patch | Op::FloatToInt if self.kind == KernelKind::Chunk => {
-                let (raw, conv) = self.before_exceptions(k)?;
-                format!(
-                    "  const u32 cnt = (u32)e.prm[{cnt}];\n  if (cnt != 0u) {{\n    const u32* pos = (const u32*)(e.in + e.prm[{pos}]);\n    const u32 j = zf_lower_bound(pos, cnt, p);\n    if (j < cnt && __ldg(pos + j) == p) {{\n      const {raw} x = __ldg((const {raw}*)(e.in + e.prm[{val}]) + j);\n      return {conv};\n    }}\n  }}\n  return zf_c{k}(e, p);\n",
-                    cnt = b + 3,
-                    pos = b + 1,
-                    val = b + 2
-                )
-            }
-            Op::StrDict | Op::Words => {
-                return Err(Error::unsupported(format!(
-                    "`{}` over {} values",
-                    n.op.name(),
-                    n.ptype
-                )));
-            }
-            Op::Patch
-            | Op::FloatToInt
-            | Op::HiPatch
-            | Op::Delta
-            | Op::Rle
-            | Op::Ans
-            | Op::Fsst
-            | Op::CharDict
-            | Op::CharTable => {
-                if n.op == Op::HiPatch {
-                    self.hipatch_vector(k);
-                }
-                self.stage(k)?;
-                format!("  return {};\n", self.buf(k, "p")?)
-            }
-        };
+        let body = crate::ops::value(self, k)?;
         if k == 0 && materialised(n.op, self.kind) {
             // The root's stage writes the output; nothing reads it back.
             return Ok(());
@@ -869,53 +732,15 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// Code that sets `dst[0..4]` to values `p .. p + 3` of node `c` (`p % 4 == 0`) cast to
-    /// `cast`, or 0 at and past `lim`: the four at once (`zf_q<c>`) when all are below `lim`.
-    /// The loads of an `rle` tile's runs (lengths of node `runs` to `nl`, values of node
-    /// `values`, of type `t`, to `nv`), for [`rle_tiles`], as a function of the first run's
-    /// index.
-    /// Emits `zf_q<k>(e, p, v)` once and returns its name: values `p .. p + 3` of node `k`
-    /// (`p % 4 == 0`, all four within the node) into `v[0..4]`. Bit-packed values are four
-    /// neighbouring lanes of one row, so their position is computed once; `for` and a
-    /// dictionary in shared memory map their children's four; other nodes read value by
-    /// value. Called after `zf_n<k>` is emitted.
-    /// Emits `zf_c<k>`, the values of `patch`/`float2int` node `k` before exceptions, and
-    /// returns the exception values' raw type and the expression converting one (`x`).
-    /// Emits `zf_hp<k>(e, v, j0, j1)`: the exceptions `[j0, j1)` of vector `v` of `hipatch`
-    /// node `k`, found by summing the counts before it across a warp (every lane calls it),
-    /// checked against the node's exception count.
-    /// Also `zf_hpq<k>(e, v, j, j0)`: exception `j`'s position, or `~0u` (and an error) when
-    /// its offset is outside its vector, past the end, or not after the one before it.
-    /// Code that ORs the exceptions of vector `v` of `hipatch` node `k` into `slot` (a place
-    /// indexed by `q`, the exception's position), run by one whole warp.
     /// Emits the stage that materialises node `k`.
-    /// The stage of a root `delta` (node `k`) over `rle` (node `rle`): the value at output
-    /// position `q` in run `j` (starting at `s_j`, value `v_j`) is the delta's base plus the
-    /// sum of `v * length` over the runs before `j`, plus `v_j * (q - s_j + 1)`. So both
-    /// decode in one pass over run tiles, as `rle` alone does, with a second sum over the
-    /// runs, and no buffer in between.
-    fn stage(&mut self, k: usize) -> Result<()> {
+    pub(crate) fn stage(&mut self, k: usize) -> Result<()> {
         let n = self.nodes[k].clone();
         let t = ctype(n.ptype)?;
         if self.kind == KernelKind::Tile && k > 0 {
             self.src
                 .push_str(&format!("\n__shared__ {t} zf_m{k}[1024];\n"));
         }
-        let st = match n.op {
-            Op::Patch | Op::FloatToInt => self.patch_stage(k)?,
-            Op::HiPatch => self.hipatch_stage(k)?,
-            Op::Delta => self.delta_stage(k)?,
-            Op::Rle => self.rle_stage(k)?,
-            Op::Ans => self.ans_stage(k)?,
-            Op::CharDict | Op::CharTable => self.char_stage(k)?,
-            Op::Fsst => self.fsst_stage(k)?,
-            _ => {
-                return Err(Error::unsupported(format!(
-                    "`{}` is not a materialised primitive",
-                    n.op.name()
-                )));
-            }
-        };
+        let st = crate::ops::stage(self, k)?;
         self.stages.push_str(&st);
         Ok(())
     }

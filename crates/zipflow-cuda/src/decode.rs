@@ -22,7 +22,8 @@ use crate::codegen::{
     KERNEL_NAME, Kernel, KernelKind, SLOT_OUT, generate,
 };
 use crate::device::{Gpu, cuda};
-use crate::shape::{Op, Shape};
+use crate::ops::Filler;
+use crate::shape::Shape;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg,
@@ -32,12 +33,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, PType, Result, VECTOR_LEN, Values, with_int_ptype};
-use zipflow_encodings::node::cast_or_copy;
-use zipflow_encodings::rowindex::RowIndex;
-use zipflow_encodings::{
-    NodeView, ans, bitpack, blockpack, chardict, chartable, dict, float2int, fsst, hipatch, patch,
-    radix, strdict, words,
-};
+use zipflow_encodings::NodeView;
 use zipflow_format::ZfFile;
 
 /// Chunks per upload batch: large enough that a batch's tile kernels fill the GPU and a copy
@@ -976,23 +972,6 @@ fn load(gpu: &Gpu, kernel: &Kernel, name: &str, smem: u32) -> Result<CudaFunctio
     Ok(f)
 }
 
-/// Fills one chunk's descriptor while checking its tree as the CPU decoders do.
-struct Filler<'a> {
-    /// Address of the tree's first byte on the host.
-    base: usize,
-    /// Offset of the tree in the device input buffer.
-    device_offset: u64,
-    /// Running size of the scratch buffer.
-    scratch: &'a mut usize,
-    kernel: &'a Kernel,
-    prm: &'a mut [u64],
-    /// Bytes the host derives for the kernels, placed at `extra_at` in the input buffer.
-    extra: Vec<u8>,
-    extra_at: u64,
-    /// The strings' bytes, for a byte-string root whose tree holds them.
-    string_bytes: Option<u64>,
-}
-
 /// The segment table of a byte-string root of `bytes` bytes decoded by `kernel`: each
 /// segment's first token and first byte, then the totals, from the node's row index when its
 /// entries are the segments' starts (checked here to run forwards within the totals; the
@@ -1001,11 +980,7 @@ struct Filler<'a> {
 /// checked here against them instead.
 fn segment_table(node: &NodeView<'_>, kernel: &Kernel, bytes: u64) -> Result<Option<Vec<u32>>> {
     let name = node_name(node);
-    let (index, tokens) = match node.id {
-        words::ID => (RowIndex::of(node, name, true)?, node.children[0].len),
-        strdict::ID => (RowIndex::of(node, name, false)?, node.len),
-        _ => (None, node.len),
-    };
+    let (index, tokens) = crate::ops::row_index(kernel.nodes[0].op, node, name)?;
     let (ntok, total, rows) = (tokens as u64, bytes, node.len as u64);
     let bad = |row: u64, at: (u64, u64), last: (u64, u64)| {
         Error::corrupt(format!(
@@ -1052,318 +1027,6 @@ fn segment_table(node: &NodeView<'_>, kernel: &Kernel, bytes: u64) -> Result<Opt
 /// A node's primitive name, for messages.
 fn node_name(node: &NodeView<'_>) -> &'static str {
     zipflow_encodings::by_id(node.id).map_or("?", |e| e.name())
-}
-
-impl Filler<'_> {
-    /// The device offset of `buf`, which must be `align`-aligned within the tree.
-    fn offset(&self, buf: &[u8], align: usize) -> Result<u64> {
-        let rel = (buf.as_ptr() as usize).wrapping_sub(self.base);
-        if !rel.is_multiple_of(align) {
-            return Err(Error::corrupt(format!(
-                "buffer at byte {rel} of the tree is not {align}-byte aligned"
-            )));
-        }
-        Ok(self.device_offset + rel as u64)
-    }
-
-    fn fill(&mut self, node: &NodeView<'_>, k: usize) -> Result<()> {
-        let slots = &self.kernel.nodes[k];
-        let b = slots.base;
-        let width = node.ptype.byte_width();
-        self.prm[b] = node.len as u64;
-        if let Some(s) = slots.scratch {
-            // 16-byte aligned: a string dictionary's scratch is read 16 bytes at a time.
-            let at = self.scratch.next_multiple_of(16);
-            self.prm[s] = at as u64;
-            // A string dictionary's scratch holds its `len + 1` entry offsets, then the same
-            // number of packed entries, each list padded to 16 bytes.
-            let bytes = if node.ptype == PType::Bytes {
-                2 * ((node.len + 1) * 4).next_multiple_of(16)
-            } else {
-                node.len * width
-            };
-            *self.scratch = (at + bytes).next_multiple_of(8);
-        }
-        let same_len = |c: &NodeView<'_>, what: &str| -> Result<()> {
-            if c.len != node.len {
-                return Err(Error::corrupt(format!(
-                    "{what} child holds {} values, expected {}",
-                    c.len, node.len
-                )));
-            }
-            Ok(())
-        };
-        let name = slots.op.name();
-        match slots.op {
-            Op::Plain if node.ptype == PType::Bytes => {
-                node.expect_shape(name, 0, 2)?;
-                node.meta_reader().finish(name)?;
-                same_len(&node.children[0], "lengths")?;
-                if k == 0 {
-                    self.string_bytes = Some(node.children[1].len as u64);
-                }
-            }
-            Op::StrDict => {
-                strdict::check(node)?;
-            }
-            Op::Words => {
-                self.string_bytes = Some(words::check(node)?);
-            }
-            Op::Ans => {
-                let (log2, freqs) = ans::header(node)?;
-                let states = node.buffer(0, "states")?;
-                let starts = node.buffer(1, "starts")?;
-                let words = node.buffer(2, "words")?;
-                self.prm[b + 1] = self.offset(states, 4)?;
-                self.prm[b + 2] = self.offset(starts, 4)?;
-                self.prm[b + 3] = self.offset(words, 2)?;
-                self.prm[b + 4] = (words.len() / 2) as u64;
-                self.prm[b + 5] = u64::from(log2);
-                // Cumulative frequencies, `nsym + 1` of them, for the kernel's table.
-                self.extra.resize(self.extra.len().next_multiple_of(4), 0);
-                self.prm[b + 6] = self.extra_at + self.extra.len() as u64;
-                self.prm[b + 7] = freqs.len() as u64;
-                let mut c = 0u32;
-                self.extra.extend_from_slice(&c.to_le_bytes());
-                for f in &freqs {
-                    c += f;
-                    self.extra.extend_from_slice(&c.to_le_bytes());
-                }
-            }
-            Op::Plain => {
-                node.expect_shape(name, 1, 0)?;
-                node.meta_reader().finish(name)?;
-                let buf = node.buffer(0, "values")?;
-                if buf.len() != node.len * width {
-                    return Err(Error::corrupt(format!(
-                        "plain buffer has {} bytes, {} {} values need {}",
-                        buf.len(),
-                        node.len,
-                        node.ptype,
-                        node.len * width
-                    )));
-                }
-                self.prm[b + 1] = self.offset(buf, width)?;
-            }
-            Op::BitPack => {
-                node.expect_shape(name, 1, 0)?;
-                let mut meta = node.meta_reader();
-                let w = meta.u8("bit width")?;
-                meta.finish(name)?;
-                if usize::from(w) > width * 8 {
-                    return Err(Error::corrupt(format!(
-                        "bit width {w} exceeds the {}-bit value type",
-                        width * 8
-                    )));
-                }
-                let buf = node.buffer(0, "packed")?;
-                let need = bitpack::packed_bytes(node.len, u32::from(w));
-                if buf.len() != need {
-                    return Err(Error::corrupt(format!(
-                        "packed buffer has {} bytes, {} values at {w} bits need {need}",
-                        buf.len(),
-                        node.len
-                    )));
-                }
-                self.prm[b + 1] = self.offset(buf, width)?;
-                self.prm[b + 2] = u64::from(w);
-            }
-            Op::BlockPack => {
-                let runs = blockpack::check(node)?;
-                self.prm[b + 1] = self.offset(node.buffer(1, "packed")?, width)?;
-                // Per vector: where its words start (in words) and its width.
-                self.extra.resize(self.extra.len().next_multiple_of(8), 0);
-                self.prm[b + 2] = self.extra_at + self.extra.len() as u64;
-                let per_bit = (VECTOR_LEN / (width * 8)) as u32;
-                let mut at = 0u32;
-                for r in runs {
-                    let w = r & 0xff;
-                    for _ in 0..r >> 8 {
-                        self.extra.extend_from_slice(&at.to_le_bytes());
-                        self.extra.extend_from_slice(&w.to_le_bytes());
-                        at += w * per_bit;
-                    }
-                }
-            }
-            Op::For | Op::ZigZag | Op::Delta => {
-                node.expect_shape(name, 0, 1)?;
-                let mut meta = node.meta_reader();
-                if slots.op != Op::ZigZag {
-                    self.prm[b + 1] = meta.u64(if slots.op == Op::For {
-                        "reference"
-                    } else {
-                        "base"
-                    })?;
-                }
-                meta.finish(name)?;
-                same_len(&node.children[0], name)?;
-            }
-            Op::Fsst => {
-                let (table, log2, ends) = fsst::check(node)?;
-                if ends.is_empty() && node.children[0].len != 0 {
-                    return Err(Error::corrupt("fsst codes for an empty stream"));
-                }
-                // The symbol table for the kernel: 256 symbols (0 past the table's), then
-                // their 256 lengths (0: a code without a symbol).
-                self.extra.resize(self.extra.len().next_multiple_of(8), 0);
-                self.prm[b + 1] = self.extra_at + self.extra.len() as u64;
-                for c in 0..256 {
-                    let s = table.symbols.get(c).copied().unwrap_or(0);
-                    self.extra.extend_from_slice(&s.to_le_bytes());
-                }
-                for c in 0..256 {
-                    self.extra.push(table.lens.get(c).copied().unwrap_or(0));
-                }
-                self.prm[b + 2] = self.offset(ends, 4)?;
-                self.prm[b + 3] = u64::from(log2);
-            }
-            Op::CharDict | Op::CharTable => {
-                let layout = if slots.op == Op::CharDict {
-                    chardict::layout(node)?
-                } else {
-                    chartable::layout(node)?
-                };
-                let bits = layout.payload.len() as u64 * 8;
-                if bits > u64::from(u32::MAX) {
-                    return Err(Error::unsupported(format!(
-                        "a `{name}` stream of {bits} bits on the GPU (at most 2^32 - 1)"
-                    )));
-                }
-                self.prm[b + 1] = self.offset(layout.payload, 1)?;
-                self.prm[b + 4] = layout.payload.len() as u64;
-                // Per block: first code bit, end bit, table, padding; then the tables.
-                self.extra.resize(self.extra.len().next_multiple_of(16), 0);
-                self.prm[b + 2] = self.extra_at + self.extra.len() as u64;
-                for (first, end, table) in layout.blocks {
-                    for v in [first as u32, end as u32, table as u32, 0] {
-                        self.extra.extend_from_slice(&v.to_le_bytes());
-                    }
-                }
-                self.prm[b + 3] = self.extra_at + self.extra.len() as u64;
-                for code in &layout.codes {
-                    for e in code.table10() {
-                        self.extra.extend_from_slice(&e.to_le_bytes());
-                    }
-                }
-            }
-            Op::HiPatch => {
-                let w = hipatch::check(node)?;
-                self.prm[b + 1] = u64::from(w);
-                self.prm[b + 2] = node.children[2].len as u64;
-            }
-            Op::Radix => {
-                let layout = radix::check(node)?;
-                if slots.width != Some(layout.base) {
-                    return Err(Error::corrupt(format!(
-                        "radix base {} in a kernel compiled for base {:?}",
-                        layout.base, slots.width
-                    )));
-                }
-                self.prm[b + 1] = self.offset(layout.groups, 4)?;
-            }
-            Op::Constant => {
-                node.expect_shape(name, 0, 0)?;
-                let mut meta = node.meta_reader();
-                self.prm[b + 1] = meta.u64("value")?;
-                meta.finish(name)?;
-            }
-            Op::Rle => {
-                node.expect_shape(name, 0, 2)?;
-                node.meta_reader().finish(name)?;
-                let nruns = node.children[0].len;
-                if node.children[1].len != nruns {
-                    return Err(Error::corrupt(format!(
-                        "runs child holds {} values, expected {nruns}",
-                        node.children[1].len
-                    )));
-                }
-                if nruns > node.len {
-                    return Err(Error::corrupt(format!(
-                        "rle node has {nruns} runs for {} values",
-                        node.len
-                    )));
-                }
-            }
-            Op::Dict => {
-                node.expect_shape(name, 0, 2)?;
-                node.meta_reader().finish(name)?;
-                let entries = node.children[1].len;
-                if node.children[0].ptype != dict::code_type(entries) {
-                    return Err(Error::corrupt(format!(
-                        "codes child holds {} values, expected {}",
-                        node.children[0].ptype,
-                        dict::code_type(entries)
-                    )));
-                }
-                same_len(&node.children[0], "codes")?;
-                if entries > node.len {
-                    return Err(Error::corrupt(format!(
-                        "dictionary of {entries} values for a stream of {}",
-                        node.len
-                    )));
-                }
-            }
-            Op::Patch | Op::FloatToInt => {
-                node.expect_shape(name, 2, 1)?;
-                let mut meta = node.meta_reader();
-                let param = meta.u8("parameter")?;
-                let count = meta.u32("exception count")? as usize;
-                meta.finish(name)?;
-                if count > node.len {
-                    return Err(Error::corrupt(format!(
-                        "{name} node claims {count} exceptions among {} values",
-                        node.len
-                    )));
-                }
-                let positions_buf = node.buffer(0, "exception positions")?;
-                let mut copy = Vec::new();
-                let positions =
-                    cast_or_copy::<u32>(positions_buf, &mut copy, "exception positions")?;
-                if positions.len() != count {
-                    return Err(Error::corrupt(format!(
-                        "exception position buffer holds {} positions, metadata says {count}",
-                        positions.len()
-                    )));
-                }
-                patch::validate_positions(positions, node.len)?;
-                let values = node.buffer(1, "exception values")?;
-                if values.len() != count * width {
-                    return Err(Error::corrupt(format!(
-                        "exception value buffer holds {} bytes, {count} exceptions need {}",
-                        values.len(),
-                        count * width
-                    )));
-                }
-                if slots.op == Op::Patch {
-                    if usize::from(param) > width * 8 {
-                        return Err(Error::corrupt(format!(
-                            "patch width {param} exceeds the {}-bit value type",
-                            width * 8
-                        )));
-                    }
-                } else {
-                    let max = if node.ptype == PType::F32 { 9 } else { 18 };
-                    if param > max {
-                        return Err(Error::corrupt(format!(
-                            "float2int exponent {param} exceeds {max} for {} values",
-                            node.ptype
-                        )));
-                    }
-                    self.prm[b + 4] = float2int::POW10[usize::from(param)].to_bits();
-                }
-                self.prm[b + 1] = self.offset(positions_buf, 4)?;
-                self.prm[b + 2] = self.offset(values, width)?;
-                self.prm[b + 3] = count as u64;
-                same_len(&node.children[0], name)?;
-            }
-        }
-        // `Shape::of` built the kernel from a tree of this shape, so the children line up.
-        let children = slots.children.clone();
-        for (c, k) in node.children.iter().zip(children) {
-            self.fill(c, k)?;
-        }
-        Ok(())
-    }
 }
 
 /// The values tree of chunk `chunk` of column `column` (the payload without its validity),

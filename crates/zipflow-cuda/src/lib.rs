@@ -32,6 +32,7 @@ pub mod cache;
 pub mod codegen;
 pub mod decode;
 pub mod device;
+pub mod ops;
 pub mod shape;
 
 pub use decode::{

@@ -1,0 +1,31 @@
+//! `constant`: one value repeated.
+
+use super::Filler;
+use crate::codegen::{Gen, ctype};
+use zipflow_core::{PType, Result};
+use zipflow_encodings::NodeView;
+use zipflow_encodings::constant::View;
+
+/// Slots after the length: the value's bits.
+pub(crate) const SLOTS: usize = 1;
+
+/// Checks a `constant` node and writes its value.
+pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<()> {
+    f.prm[b + 1] = View::parse(node)?.bits;
+    Ok(())
+}
+
+/// The body of `zf_n<k>` for `constant` node `k`.
+pub(crate) fn value(g: &Gen<'_>, k: usize) -> Result<String> {
+    let n = &g.nodes[k];
+    let t = ctype(n.ptype)?;
+    let b = n.base;
+    Ok(match n.ptype {
+        PType::F32 => format!("  return __int_as_float((int)(u32)e.prm[{}]);\n", b + 1),
+        PType::F64 => format!(
+            "  return __longlong_as_double((long long)e.prm[{}]);\n",
+            b + 1
+        ),
+        _ => format!("  return ({t})e.prm[{}];\n", b + 1),
+    })
+}
