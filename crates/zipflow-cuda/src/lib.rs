@@ -28,6 +28,7 @@
 //! code for gives an `Unsupported` error naming it, and callers decode it on the CPU.
 //! Validity (null) streams are small and stay on the CPU.
 
+pub mod arrow;
 pub mod cache;
 pub mod codegen;
 pub mod decode;
