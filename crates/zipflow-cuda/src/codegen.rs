@@ -450,74 +450,8 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     );
     g.node(0)?;
     if shape.ptype == PType::Bytes {
-        let len_slot = nodes[0].base;
-        // Every entry point (and the expansion's template body) takes the same parameters.
-        let params = "(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,\n          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err)";
-        let global =
-            |bounds: &str| format!("extern \"C\" __global__ void __launch_bounds__({bounds})\n");
-        let head = |decl: &str, name: &str, body: &str, seg: &str| {
-            format!(
-                r#"
-{decl}{name}{params} {{
-  const u32 chunk = work[2u * blockIdx.x];{seg}
-  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
-  const u32 len = (u32)e.prm[{len_slot}];
-{body}}}
-"#
-            )
-        };
-        let first = head(
-            &global("ZF_THREADS"),
-            KERNEL_NAME,
-            &g.stages,
-            "\n  (void)out;",
-        );
-        // A `words` expansion holds two blocks of 512 threads per multiprocessor (its shared
-        // memory allows no more): registers are capped to fit them, as the loop over a
-        // block's segments would otherwise take more.
-        // Entries of one length: three blocks fit by shared memory, and registers are capped
-        // to fit them too (the unchecked and checked lookups would otherwise take more).
-        let bounds = if g.segments_per_block() > 1 {
-            "ZF_THREADS, 1024 / ZF_THREADS"
-        } else if g.fixed_length(0).is_some() {
-            "ZF_THREADS, 1536 / ZF_THREADS"
-        } else {
-            "ZF_THREADS"
-        };
-        let seg = format!(
-            "\n  const u32 seg0 = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
-        );
-        let second = if g.narrow_expansion() {
-            // The body once, as a template over the stage's size (`ZF_STR_STAGE`) and the
-            // staged codes' type, and two entry points: the stage for long strings and `u32`
-            // codes, two blocks a multiprocessor as their shared memory allows, and the
-            // smaller one with `u16` codes, three (registers capped to fit them).
-            let body = head(
-                "template <u32 zf_stage_t, typename zf_code_t>\n__device__ __forceinline__ void ",
-                "zf_expand_t",
-                &g.expand,
-                &seg,
-            );
-            let entry = |name: &str, bounds: &str, args: &str| {
-                format!(
-                    "\n{}{name}{params} {{\n  zf_expand_t<{args}>(in, out, scratch, prm, work, err);\n}}\n",
-                    global(bounds)
-                )
-            };
-            format!(
-                "{body}{}{}",
-                entry(strings::EXPAND_NAME, bounds, "ZF_STAGE_WIDE, u32"),
-                entry(
-                    strings::EXPAND_NARROW_NAME,
-                    "ZF_THREADS, 1536 / ZF_THREADS",
-                    "ZF_STAGE_NARROW, u16"
-                )
-            )
-        } else {
-            head(&global(bounds), strings::EXPAND_NAME, &g.expand, &seg)
-        };
-        g.src.push_str(&first);
-        g.src.push_str(&second);
+        let entries = string_entries(&g);
+        g.src.push_str(&entries);
         let (dyn_smem, expand_smem, segment_rows) = (g.dyn_smem, g.expand_smem, g.segment_rows());
         let expand_narrow_smem = g.expand_narrow_smem;
         let segments_per_block = g.segments_per_block();
@@ -541,7 +475,106 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
             fixed_strings,
         });
     }
-    let root_t = ctype(shape.ptype)?;
+    let entry = numeric_entry(&mut g, shape.ptype)?;
+    g.src.push_str(&entry);
+    Ok(Kernel {
+        source: g.src,
+        kind,
+        nparams,
+        nodes,
+        key,
+        out: shape.ptype,
+        threads: kind.threads(),
+        dyn_smem: 0,
+        segment_rows: 0,
+        segments_per_block: 0,
+        expand_smem: 0,
+        expand_narrow_smem: 0,
+        first_kernel: true,
+        fixed_strings: false,
+    })
+}
+
+/// The entry points of a byte-string kernel: [`KERNEL_NAME`] (the stages, writing each
+/// segment's table) and the expansion ([`strings::EXPAND_NAME`], and where the shape has it
+/// [`strings::EXPAND_NARROW_NAME`]).
+fn string_entries(g: &Gen<'_>) -> String {
+    let len_slot = g.nodes[0].base;
+    // Every entry point (and the expansion's template body) takes the same parameters.
+    let params = "(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,\n          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err)";
+    let global =
+        |bounds: &str| format!("extern \"C\" __global__ void __launch_bounds__({bounds})\n");
+    let head = |decl: &str, name: &str, body: &str, seg: &str| {
+        format!(
+            r#"
+{decl}{name}{params} {{
+  const u32 chunk = work[2u * blockIdx.x];{seg}
+  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
+  const u32 len = (u32)e.prm[{len_slot}];
+{body}}}
+"#
+        )
+    };
+    let first = head(
+        &global("ZF_THREADS"),
+        KERNEL_NAME,
+        &g.stages,
+        "\n  (void)out;",
+    );
+    // A `words` expansion holds two blocks of 512 threads per multiprocessor (its shared
+    // memory allows no more): registers are capped to fit them, as the loop over a
+    // block's segments would otherwise take more.
+    // Entries of one length: three blocks fit by shared memory, and registers are capped
+    // to fit them too (the unchecked and checked lookups would otherwise take more).
+    let bounds = if g.segments_per_block() > 1 {
+        "ZF_THREADS, 1024 / ZF_THREADS"
+    } else if g.fixed_length(0).is_some() {
+        "ZF_THREADS, 1536 / ZF_THREADS"
+    } else {
+        "ZF_THREADS"
+    };
+    let seg = format!(
+        "\n  const u32 seg0 = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
+    );
+    let second = if g.narrow_expansion() {
+        // The body once, as a template over the stage's size (`ZF_STR_STAGE`) and the
+        // staged codes' type, and two entry points: the stage for long strings and `u32`
+        // codes, two blocks a multiprocessor as their shared memory allows, and the
+        // smaller one with `u16` codes, three (registers capped to fit them).
+        let body = head(
+            "template <u32 zf_stage_t, typename zf_code_t>\n__device__ __forceinline__ void ",
+            "zf_expand_t",
+            &g.expand,
+            &seg,
+        );
+        let entry = |name: &str, bounds: &str, args: &str| {
+            format!(
+                "\n{}{name}{params} {{\n  zf_expand_t<{args}>(in, out, scratch, prm, work, err);\n}}\n",
+                global(bounds)
+            )
+        };
+        format!(
+            "{body}{}{}",
+            entry(strings::EXPAND_NAME, bounds, "ZF_STAGE_WIDE, u32"),
+            entry(
+                strings::EXPAND_NARROW_NAME,
+                "ZF_THREADS, 1536 / ZF_THREADS",
+                "ZF_STAGE_NARROW, u16"
+            )
+        )
+    } else {
+        head(&global(bounds), strings::EXPAND_NAME, &g.expand, &seg)
+    };
+    format!("{first}{second}")
+}
+
+/// The entry point of a numeric kernel, [`KERNEL_NAME`]: a tile kernel's lane-by-lane body
+/// where the shape has one (its device functions go to `g.src`), else the stages and a loop
+/// over the block's positions.
+fn numeric_entry(g: &mut Gen<'_>, ptype: PType) -> Result<String> {
+    let kind = g.kind;
+    let nodes = g.nodes;
+    let root_t = ctype(ptype)?;
     let (range, end) = match kind {
         KernelKind::Tile => (
             "  for (u32 vi = 0u; vi < ZF_TILE_VECTORS; ++vi) {\n  const u32 p0 = (vec + vi) * 1024u;\n  if (p0 >= len) break;\n  const u32 p1 = min(p0 + 1024u, len);\n",
@@ -555,11 +588,11 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         KernelKind::Chunk => ("  const u32 p0 = 0u, p1 = len;\n", ""),
     };
     let root = &nodes[0];
-    let lanes = match lane_body(&g, kind)? {
+    let lanes = match lane_body(g, kind)? {
         Some(l) => Some(l),
-        None => match dict_lane_body(&nodes, kind, &g.prologue)? {
+        None => match dict_lane_body(nodes, kind, &g.prologue)? {
             Some(l) => Some(l),
-            None => radix_groups_body(&nodes, kind)?,
+            None => radix_groups_body(nodes, kind)?,
         },
     };
     let body = match lanes {
@@ -595,7 +628,7 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         KernelKind::Tile => "ZF_THREADS",
         KernelKind::Chunk => "ZF_THREADS, 2048 / ZF_THREADS",
     };
-    g.src.push_str(&format!(
+    Ok(format!(
         r#"
 extern "C" __global__ void __launch_bounds__({bounds})
 {KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
@@ -607,23 +640,7 @@ extern "C" __global__ void __launch_bounds__({bounds})
 {body}}}
 "#,
         len_slot = root.base,
-    ));
-    Ok(Kernel {
-        source: g.src,
-        kind,
-        nparams,
-        nodes,
-        key,
-        out: shape.ptype,
-        threads: kind.threads(),
-        dyn_smem: 0,
-        segment_rows: 0,
-        segments_per_block: 0,
-        expand_smem: 0,
-        expand_narrow_smem: 0,
-        first_kernel: true,
-        fixed_strings: false,
-    })
+    ))
 }
 
 pub(crate) struct Gen<'a> {
