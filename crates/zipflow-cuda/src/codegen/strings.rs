@@ -44,7 +44,7 @@
 //! checks its segment against the table and the table against its own sums, and a chunk
 //! whose strings do not add up sets [`super::ERR_STR`] instead of writing past its region.
 
-use super::Gen;
+use super::{Gen, NodeSlots};
 use crate::shape::Op;
 use zipflow_core::{PType, Result};
 
@@ -826,6 +826,14 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
             self.fixed_strings(k, &length);
             return Ok(());
         }
+        let r = self.root_parts(k);
+        self.segment_table_stage(&r);
+        self.expansion(&r);
+        Ok(())
+    }
+
+    /// The parts of byte-string root `k` its phases share, its token children staged.
+    fn root_parts(&mut self, k: usize) -> Root {
         let n = self.nodes[k].clone();
         let b = n.base;
         let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
@@ -849,6 +857,25 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
             Op::Words | Op::StrDict => (Some(ch(1)), format!("zf_dok{}", ch(1))),
             _ => (None, "true".to_string()),
         };
+        Root {
+            k,
+            b,
+            ch: [ch(0), ch(1), ch(2)],
+            words,
+            ntok,
+            vals,
+            counts,
+            d,
+            check,
+            n,
+        }
+    }
+
+    /// The first kernel's stage of a byte-string root: the segment table, summed over the
+    /// chunk's tokens and their bytes (or copied from the host's).
+    fn segment_table_stage(&mut self, r: &Root) {
+        let (k, b, d, n) = (r.k, r.b, r.d, &r.n);
+        let (ntok, vals, check, counts) = (&r.ntok, &r.vals, &r.check, &r.counts);
         let sum_len = match d {
             Some(d) => format!(
                 "if (c < zf_m{d}) {{ u32 so, sl; zf_entry(zf_m{d} < ZF_STR_OFFS, zf_goff{d}, c, so, sl); b += sl; }} else atomicOr(e.err, ZF_ERR_DICT);"
@@ -945,7 +972,13 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
             tab = b + 4,
             given = b + 5,
         ));
+    }
 
+    /// The second kernel's body of a byte-string root: the expansion of one segment's rows,
+    /// tile by tile of their tokens, looped over the block's segments.
+    fn expansion(&mut self, r: &Root) {
+        let d = r.d;
+        let counts = &r.counts;
         // The expansion: each row's first token (relative to the segment's), and per token
         // `so[j]`, `sl[j]` (source offset and length), then the copy of a tile's bytes.
         let rows = if counts.is_some() {
@@ -976,7 +1009,46 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
             ),
             None => Default::default(),
         };
-        let (token, copy) = match d {
+        let (token, copy) = self.token_copy(r);
+        let lookup = token_lookup(d, &token);
+        let (load_codes, store_positions) = self.code_loads();
+        let (codes8, prefetch) = self.segment_prefetch(r);
+        let vals = &r.vals;
+        let x = Expansion {
+            rows,
+            cmax_decl,
+            cmax_check,
+            lookup,
+            load_codes,
+            store_positions,
+            copy,
+            prefetch,
+            stage_seg: match &codes8 {
+                Some(f) => format!("{f}(e, T0 - za, T1 - T0 + za, zf_scode)"),
+                None => format!(
+                    "{vals}(e, T0, T1 - T0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }})"
+                ),
+            },
+            stage_tile: match &codes8 {
+                Some(f) => format!("{f}(e, T0 - za + tt, min(ZF_TILE_TOK, tend - tt), zf_scode)"),
+                None => format!(
+                    "{vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }})"
+                ),
+            },
+        };
+        let expansion = self.expansion_text(r, &x);
+        let looped = self.segment_loop(&expansion);
+        self.expand.push_str(&looped);
+        // The block's last bulk copy is done before it ends.
+        self.expand.push_str("  zf_bulk_wait();\n");
+    }
+
+    /// A token's source offset `so[j]` and length `sl[j]` from its code `cq[j]` (checked),
+    /// and the copy of a tile's bytes to the output.
+    fn token_copy(&self, r: &Root) -> (String, String) {
+        let (d, words) = (r.d, r.words);
+        let ch = |i: usize| r.ch[i];
+        match d {
             Some(d) => {
                 let bytes = self.nodes[d].children[1];
                 let window = |src: &str| {
@@ -1090,37 +1162,12 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
                     ),
                 )
             }
-        };
-        let checked_lookup = format!(
-            r#"#pragma unroll
-      for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
-        so[j] = 0u;
-        sl[j] = 0u;
-        if (tb + j - za < tseg) {{
-          {token}
-        }}
-        lsum += sl[j];
-      }}
-"#
-        );
-        let lookup = match d {
-            Some(d) => format!(
-                r#"      if (zf_mid) {{
-#pragma unroll
-        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
-          const bool in = tb + j - za < tseg;
-          const u32 c = cq[j], v = in && c < zf_m{d} ? zf_soff[c] : 0u;
-          zf_cmax = max(zf_cmax, in ? c : 0u);
-          so[j] = v & 0xffffffu;
-          sl[j] = v >> 24;
-          lsum += sl[j];
-        }}
-      }} else {{
-{checked_lookup}      }}
-"#
-            ),
-            None => checked_lookup,
-        };
+        }
+    }
+
+    /// A thread's codes in 16-byte loads, and the stores of its token positions a quad at
+    /// a time.
+    fn code_loads(&self) -> (String, String) {
         // A thread's tokens in 16-byte quads: its codes are loaded (four `u32` or eight
         // `u16` a load) and its token positions stored a quad at a time.
         let quads = self.tile_tokens() / super::STRING_THREADS / 4;
@@ -1166,6 +1213,15 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
                 )
             })
             .collect();
+        (load_codes, store_positions)
+    }
+
+    /// The codes staged eight at a time where they are (its function's name), and the
+    /// prefetch of each next segment's codes and counts; the first segment's is put at the
+    /// start of the expansion.
+    fn segment_prefetch(&mut self, r: &Root) -> (Option<String>, String) {
+        let (k, b, words, ntok) = (r.k, r.b, r.words, &r.ntok);
+        let ch = |i: usize| r.ch[i];
         let codes8 = self.narrow_codes().then(|| self.codes_by_eight(ch(0)));
         // A block's segments wait at their start for their codes and counts: those of its
         // first are fetched into L2 before it stages the dictionary, those of each next one
@@ -1212,7 +1268,63 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
                 ),
             );
         }
-        let expansion = format!(
+        (codes8, next_segment)
+    }
+
+    /// The text of a segment's expansion, from its pieces.
+    fn expansion_text(&self, r: &Root, x: &Expansion) -> String {
+        let (k, b, d, words) = (r.k, r.b, r.d, r.words);
+        let (ntok, check, counts) = (&r.ntok, &r.check, &r.counts);
+        let Expansion {
+            rows,
+            cmax_decl,
+            cmax_check,
+            lookup,
+            load_codes,
+            store_positions,
+            copy,
+            prefetch,
+            stage_seg,
+            stage_tile,
+        } = x;
+        let name = r.n.op.name();
+        let (at, claimed, ow, tab) = (b + 1, b + 2, b + 3, b + 4);
+        let za = if self.narrow_codes() { "T0 & 7u" } else { "0u" };
+        // A `words` thread's rows take their first tokens' positions from the tiles
+        // those lie in, and are stored once, after the last tile: a 16-byte store a
+        // thread (two of 8-byte offsets) where one store a row and tile wrote a quarter
+        // of each sector it touched.
+        let rows_decl = if words {
+            "    // Each row's first byte from the segment's (the rows after the last token: its end).\n    u32 ro[ZF_ROW_ITEMS];\n#pragma unroll\n    for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) ro[i] = bseg;\n"
+        } else {
+            ""
+        };
+        let rows_store = row_stores(words);
+        let offsets = tile_offsets(words);
+        let stage_counts = match &counts {
+            Some(cv) => format!(
+                "    {cv}(e, r0, r1 - r0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_stp[i] = v; }});\n"
+            ),
+            None => String::new(),
+        };
+        // Whether every dictionary entry is packed in shared memory with at most 8 or 24
+        // bytes (a `words` root's tokens: at most 16), for the one-step paths.
+        let short = match d {
+            Some(d) if !words => format!(
+                "    // Whether every dictionary entry is packed in shared memory with at most 8 (24) bytes.\n    const bool zf_short = __syncthreads_and(zf_lmax{d} <= 8u);\n    const bool zf_mid = __syncthreads_and(zf_lmax{d} <= 24u);"
+            ),
+            Some(d) => format!(
+                "    // Whether every token is packed in shared memory with at most 16 bytes.\n    const bool zf_short = false, zf_mid = __syncthreads_and(zf_lmax{d} <= 16u);"
+            ),
+            _ => {
+                "    __syncthreads();\n    const bool zf_short = false, zf_mid = false;".to_string()
+            }
+        };
+        let small = match d {
+            Some(d) => format!("zf_nb{d} < (1u << 20)"),
+            None => "false".to_string(),
+        };
+        format!(
             r#"  {{ // node {k}: {name} (byte strings): the offsets and bytes of one segment's rows
     const u32 n = len;
     const u64 at = e.prm[{at}];
@@ -1299,114 +1411,9 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
       else if (ow == 4u) ((u32*)o)[n] = (u32)(at + claimed);
     }}
   }}
-"#,
-            name = n.op.name(),
-            at = b + 1,
-            claimed = b + 2,
-            ow = b + 3,
-            tab = b + 4,
-            za = if self.narrow_codes() { "T0 & 7u" } else { "0u" },
-            stage_seg = match &codes8 {
-                Some(f) => format!("{f}(e, T0 - za, T1 - T0 + za, zf_scode)"),
-                None => format!(
-                    "{vals}(e, T0, T1 - T0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }})"
-                ),
-            },
-            stage_tile = match &codes8 {
-                Some(f) => format!("{f}(e, T0 - za + tt, min(ZF_TILE_TOK, tend - tt), zf_scode)"),
-                None => format!(
-                    "{vals}(e, T0 + tt, min(ZF_TILE_TOK, tseg - tt), threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_scode[i] = (ZF_CODE_T)v; }})"
-                ),
-            },
-            prefetch = next_segment,
-            // A `words` thread's rows take their first tokens' positions from the tiles
-            // those lie in, and are stored once, after the last tile: a 16-byte store a
-            // thread (two of 8-byte offsets) where one store a row and tile wrote a quarter
-            // of each sector it touched.
-            rows_decl = if words {
-                "    // Each row's first byte from the segment's (the rows after the last token: its end).\n    u32 ro[ZF_ROW_ITEMS];\n#pragma unroll\n    for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) ro[i] = bseg;\n"
-            } else {
-                ""
-            },
-            rows_store = if words {
-                let rows = SEGMENT_ROWS / super::STRING_THREADS;
-                let scalar = "#pragma unroll\n        for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {\n          if (rb + i < r1) {\n            if (ow == 8u) ((u64*)o)[rb + i] = base + ro[i]; else ((u32*)o)[rb + i] = (u32)(base + ro[i]);\n          }\n        }\n";
-                let vector = match rows % 4 {
-                    0 => {
-                        let wide: String = (0..rows / 2)
-                            .map(|q| format!("          __stcs((ulonglong2*)((u64*)o + rb) + {q}, make_ulonglong2(base + ro[{}], base + ro[{}]));\n", 2 * q, 2 * q + 1))
-                            .collect();
-                        let narrow: String = (0..rows / 4)
-                            .map(|q| format!("          __stcs((uint4*)((u32*)o + rb) + {q}, make_uint4(b + ro[{}], b + ro[{}], b + ro[{}], b + ro[{}]));\n", 4 * q, 4 * q + 1, 4 * q + 2, 4 * q + 3))
-                            .collect();
-                        format!(
-                            "      if (rb + ZF_ROW_ITEMS <= r1 && ((size_t)o & 15u) == 0u) {{\n        if (ow == 8u) {{\n{wide}        }} else {{\n          const u32 b = (u32)base;\n{narrow}        }}\n      }} else {{\n{scalar}      }}\n"
-                        )
-                    }
-                    _ => format!("      {{\n{scalar}      }}\n"),
-                };
-                format!("      const u64 base = at + B0;\n{vector}")
-            } else {
-                r#"      // Rows after the last token (empty strings).
-#pragma unroll
-      for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
-        if (rb + i < r1 && rt[i] == tseg) {
-          if (ow == 8u) ((u64*)o)[rb + i] = at + B1; else ((u32*)o)[rb + i] = (u32)(at + B1);
-        }
-      }
 "#
-                .to_string()
-            },
-            offsets = if words {
-                r#"      // Rows whose first token is in this tile.
-      if (ow != 0u) {
-#pragma unroll
-        for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
-          if (rt[i] < tseg && rt[i] + za >= tt && rt[i] + za - tt < ZF_TILE_TOK) ro[i] = zf_stp[rt[i] + za - tt];
-        }
-      }
-"#
-            } else {
-                r#"      // One token per row: the tile's rows, stored in order.
-      if (ow != 0u) {
-        const u32 tn = min(ZF_TILE_TOK, tseg - tt);
-        for (u32 x = threadIdx.x; x < tn; x += ZF_THREADS) {
-          const u64 v = at + B0 + zf_stp[x];
-          if (ow == 8u) __stcs((u64*)o + r0 + tt + x, v); else __stcs((u32*)o + r0 + tt + x, (u32)v);
-        }
-      }
-"#
-            },
-            stage_counts = match &counts {
-                Some(cv) => format!(
-                    "    {cv}(e, r0, r1 - r0, threadIdx.x, ZF_THREADS, [&](u32 i, u32 v) {{ zf_stp[i] = v; }});\n"
-                ),
-                None => String::new(),
-            },
-            // Whether every dictionary entry is packed in shared memory with at most 8 or 24
-            // bytes (a `words` root's tokens: at most 16), for the one-step paths.
-            short = match d {
-                Some(d) if !words => format!(
-                    "    // Whether every dictionary entry is packed in shared memory with at most 8 (24) bytes.\n    const bool zf_short = __syncthreads_and(zf_lmax{d} <= 8u);\n    const bool zf_mid = __syncthreads_and(zf_lmax{d} <= 24u);"
-                ),
-                Some(d) => format!(
-                    "    // Whether every token is packed in shared memory with at most 16 bytes.\n    const bool zf_short = false, zf_mid = __syncthreads_and(zf_lmax{d} <= 16u);"
-                ),
-                _ => "    __syncthreads();\n    const bool zf_short = false, zf_mid = false;"
-                    .to_string(),
-            },
-            small = match d {
-                Some(d) => format!("zf_nb{d} < (1u << 20)"),
-                None => "false".to_string(),
-            },
-        );
-        let looped = self.segment_loop(&expansion);
-        self.expand.push_str(&looped);
-        // The block's last bulk copy is done before it ends.
-        self.expand.push_str("  zf_bulk_wait();\n");
-        Ok(())
+        )
     }
-
     /// The length of every entry of `strdict` root `k`'s dictionary, as an expression, when
     /// the shape fixes them all to one: lengths `constant`, or `for` over `bitpack(0)`.
     pub(super) fn fixed_length(&self, k: usize) -> Option<String> {
@@ -1583,5 +1590,132 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
         );
         let looped = self.segment_loop(&expansion);
         self.expand.push_str(&looped);
+    }
+}
+
+/// What the phases of a byte-string root share: its node, its token children and the
+/// expressions both kernels read them with.
+struct Root {
+    k: usize,
+    n: NodeSlots,
+    /// The root's first descriptor slot.
+    b: usize,
+    /// Its children: the codes (words, strdict) or lengths (plain), the dictionary (or the
+    /// bytes) and a `words` root's counts.
+    ch: [usize; 3],
+    words: bool,
+    /// The declaration of `ntok`, the chunk's tokens.
+    ntok: String,
+    /// The staged reader of the tokens' codes or lengths, and of a `words` root's counts.
+    vals: String,
+    counts: Option<String>,
+    /// The dictionary node, and the check of its entries.
+    d: Option<usize>,
+    check: String,
+}
+
+/// The pieces of a segment's expansion that depend on the shape (see `Gen::expansion`).
+struct Expansion {
+    rows: &'static str,
+    cmax_decl: String,
+    cmax_check: String,
+    lookup: String,
+    load_codes: String,
+    store_positions: String,
+    copy: String,
+    prefetch: String,
+    stage_seg: String,
+    stage_tile: String,
+}
+
+/// The lookup of a tile's tokens (`so[j]`, `sl[j]` and their sum), one load each where every
+/// entry of dictionary `d` is packed in shared memory, else checked as `token` says.
+fn token_lookup(d: Option<usize>, token: &str) -> String {
+    let checked_lookup = format!(
+        r#"#pragma unroll
+      for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
+        so[j] = 0u;
+        sl[j] = 0u;
+        if (tb + j - za < tseg) {{
+          {token}
+        }}
+        lsum += sl[j];
+      }}
+"#
+    );
+    match d {
+        Some(d) => format!(
+            r#"      if (zf_mid) {{
+#pragma unroll
+        for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
+          const bool in = tb + j - za < tseg;
+          const u32 c = cq[j], v = in && c < zf_m{d} ? zf_soff[c] : 0u;
+          zf_cmax = max(zf_cmax, in ? c : 0u);
+          so[j] = v & 0xffffffu;
+          sl[j] = v >> 24;
+          lsum += sl[j];
+        }}
+      }} else {{
+{checked_lookup}      }}
+"#
+        ),
+        None => checked_lookup,
+    }
+}
+
+/// The stores of a segment's rows' offsets after its last tile.
+fn row_stores(words: bool) -> String {
+    if words {
+        let rows = SEGMENT_ROWS / super::STRING_THREADS;
+        let scalar = "#pragma unroll\n        for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {\n          if (rb + i < r1) {\n            if (ow == 8u) ((u64*)o)[rb + i] = base + ro[i]; else ((u32*)o)[rb + i] = (u32)(base + ro[i]);\n          }\n        }\n";
+        let vector = match rows % 4 {
+            0 => {
+                let wide: String = (0..rows / 2)
+                            .map(|q| format!("          __stcs((ulonglong2*)((u64*)o + rb) + {q}, make_ulonglong2(base + ro[{}], base + ro[{}]));\n", 2 * q, 2 * q + 1))
+                            .collect();
+                let narrow: String = (0..rows / 4)
+                            .map(|q| format!("          __stcs((uint4*)((u32*)o + rb) + {q}, make_uint4(b + ro[{}], b + ro[{}], b + ro[{}], b + ro[{}]));\n", 4 * q, 4 * q + 1, 4 * q + 2, 4 * q + 3))
+                            .collect();
+                format!(
+                    "      if (rb + ZF_ROW_ITEMS <= r1 && ((size_t)o & 15u) == 0u) {{\n        if (ow == 8u) {{\n{wide}        }} else {{\n          const u32 b = (u32)base;\n{narrow}        }}\n      }} else {{\n{scalar}      }}\n"
+                )
+            }
+            _ => format!("      {{\n{scalar}      }}\n"),
+        };
+        format!("      const u64 base = at + B0;\n{vector}")
+    } else {
+        r#"      // Rows after the last token (empty strings).
+#pragma unroll
+      for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
+        if (rb + i < r1 && rt[i] == tseg) {
+          if (ow == 8u) ((u64*)o)[rb + i] = at + B1; else ((u32*)o)[rb + i] = (u32)(at + B1);
+        }
+      }
+"#
+        .to_string()
+    }
+}
+
+/// The stores of the offsets of the rows whose first token is in a tile.
+fn tile_offsets(words: bool) -> &'static str {
+    if words {
+        r#"      // Rows whose first token is in this tile.
+      if (ow != 0u) {
+#pragma unroll
+        for (u32 i = 0u; i < ZF_ROW_ITEMS; ++i) {
+          if (rt[i] < tseg && rt[i] + za >= tt && rt[i] + za - tt < ZF_TILE_TOK) ro[i] = zf_stp[rt[i] + za - tt];
+        }
+      }
+"#
+    } else {
+        r#"      // One token per row: the tile's rows, stored in order.
+      if (ow != 0u) {
+        const u32 tn = min(ZF_TILE_TOK, tseg - tt);
+        for (u32 x = threadIdx.x; x < tn; x += ZF_THREADS) {
+          const u64 v = at + B0 + zf_stp[x];
+          if (ow == 8u) __stcs((u64*)o + r0 + tt + x, v); else __stcs((u32*)o + r0 + tt + x, (u32)v);
+        }
+      }
+"#
     }
 }
