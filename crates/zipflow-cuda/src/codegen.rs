@@ -49,15 +49,16 @@
 //! index) and an error word where the kernel ORs [`ERR_DICT`], [`ERR_RLE_ZERO`],
 //! [`ERR_RLE_SUM`], [`ERR_ANS`], [`ERR_STR`] on corrupt data.
 
-mod lanes;
+pub(crate) mod lanes;
 mod prelude;
 pub(crate) mod runs;
 pub mod strings;
 
 pub(crate) use crate::ops::bitpack::width_expr;
+use crate::ops::dict::lane_body as dict_lane_body;
 use crate::ops::{radix_group, radix_groups_body};
 use crate::shape::{Op, Shape};
-use lanes::{dict_lane_body, lane_body};
+use lanes::lane_body;
 use prelude::PRELUDE;
 use zipflow_core::{Error, PType, Result};
 
@@ -220,7 +221,7 @@ pub fn materialised(op: Op, kind: KernelKind) -> bool {
 }
 
 /// Whether node `k` of `nodes` or a node below it is materialised by a stage.
-fn stage_below(nodes: &[NodeSlots], k: usize, kind: KernelKind) -> bool {
+pub(crate) fn stage_below(nodes: &[NodeSlots], k: usize, kind: KernelKind) -> bool {
     materialised(nodes[k].op, kind)
         || nodes[k]
             .children

@@ -15,7 +15,7 @@ mod blockpack;
 mod chars;
 mod constant;
 mod delta;
-mod dict;
+pub(crate) mod dict;
 mod float2int;
 mod frame;
 mod fsst;
