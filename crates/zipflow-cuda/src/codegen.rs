@@ -53,6 +53,7 @@ pub(crate) mod lanes;
 mod prelude;
 pub(crate) mod runs;
 pub mod strings;
+mod writer;
 
 pub(crate) use crate::ops::bitpack::width_expr;
 use crate::ops::dict::lane_body as dict_lane_body;
@@ -60,6 +61,7 @@ use crate::ops::{radix_group, radix_groups_body};
 use crate::shape::{Op, Shape};
 use lanes::lane_body;
 use prelude::PRELUDE;
+pub(crate) use writer::Writer;
 use zipflow_core::{Error, PType, Result};
 
 /// Threads per block of tile kernels (passed to NVRTC as `-DZF_THREADS`).
@@ -602,20 +604,30 @@ fn numeric_entry(g: &mut Gen<'_>, ptype: PType) -> Result<String> {
             body
         }
         None => {
-            let finish = if materialised(root.op, kind) {
-                ""
-            } else {
-                match kind {
+            let each =
+                "for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);";
+            let mut w = Writer::at(1);
+            match kind {
+                // The root's stage writes the output.
+                _ if materialised(root.op, kind) => {}
+                KernelKind::Tile => {
                     // Full vectors (all but a chunk's last) take an unrolled loop, so each
                     // thread's loads are all in flight before the first store.
-                    KernelKind::Tile => {
-                        "  if (p1 - p0 == 1024u) {\n#pragma unroll\n    for (u32 i = 0u; i < 1024u / ZF_THREADS; ++i) {\n      const u32 p = p0 + threadIdx.x + i * ZF_THREADS;\n      o[p] = zf_n0(e, p);\n    }\n  } else {\n    for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n  }\n"
-                    }
-                    KernelKind::Chunk => {
-                        "  for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n"
-                    }
+                    w.open("if (p1 - p0 == 1024u)")
+                        .directive("#pragma unroll")
+                        .open("for (u32 i = 0u; i < 1024u / ZF_THREADS; ++i)")
+                        .line("const u32 p = p0 + threadIdx.x + i * ZF_THREADS;")
+                        .line("o[p] = zf_n0(e, p);")
+                        .close()
+                        .reopen("else")
+                        .line(each)
+                        .close();
                 }
-            };
+                KernelKind::Chunk => {
+                    w.line(each);
+                }
+            }
+            let finish = w.finish();
             format!(
                 "  (void)vec;\n{}{range}{}{finish}{end}",
                 g.prologue, g.stages
@@ -734,19 +746,20 @@ impl Gen<'_> {
             };
         }
         let t = ctype(n.ptype)?;
-        let head = format!(
-            "\n// node {k}: {} ({})\n__device__ __forceinline__ {t} zf_n{k}(const Env& e, u32 p) {{\n",
-            n.op.name(),
-            n.ptype
-        );
         let body = crate::ops::value(self, k)?;
         if k == 0 && materialised(n.op, self.kind) {
             // The root's stage writes the output; nothing reads it back.
             return Ok(());
         }
-        self.src.push_str(&head);
-        self.src.push_str(&body);
-        self.src.push_str("}\n");
+        let mut w = Writer::at(0);
+        w.blank()
+            .line(format!("// node {k}: {} ({})", n.op.name(), n.ptype))
+            .open(format!(
+                "__device__ __forceinline__ {t} zf_n{k}(const Env& e, u32 p)"
+            ))
+            .raw(body)
+            .close();
+        self.src.push_str(&w.finish());
         Ok(())
     }
 
@@ -755,8 +768,11 @@ impl Gen<'_> {
         let n = self.nodes[k].clone();
         let t = ctype(n.ptype)?;
         if self.kind == KernelKind::Tile && k > 0 {
-            self.src
-                .push_str(&format!("\n__shared__ {t} zf_m{k}[1024];\n"));
+            let decl = Writer::at(0)
+                .blank()
+                .line(format!("__shared__ {t} zf_m{k}[1024];"))
+                .finish();
+            self.src.push_str(&decl);
         }
         let st = crate::ops::stage(self, k)?;
         self.stages.push_str(&st);

@@ -1,7 +1,7 @@
 //! `bitpack`: FastLanes 1024-value interleaved bit-packing, its width compiled in.
 
 use super::Filler;
-use crate::codegen::{Gen, NodeSlots, acc, ctype};
+use crate::codegen::{Gen, NodeSlots, Writer, acc, ctype};
 use zipflow_core::Result;
 use zipflow_encodings::NodeView;
 use zipflow_encodings::bitpack::View;
@@ -30,12 +30,13 @@ pub(crate) fn value(g: &Gen<'_>, k: usize) -> Result<String> {
     let t = ctype(n.ptype)?;
     let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
     let a = acc(n.ptype);
-    Ok(format!(
-        "  return ({t})zf_unpack<{u}, {a}, {bits}>((const {u}*)(e.in + e.prm[{}]), {}, p);\n",
-        n.base + 1,
-        width_expr(n),
-        bits = n.ptype.byte_width() * 8
-    ))
+    let (words, width) = (n.base + 1, width_expr(n));
+    let bits = n.ptype.byte_width() * 8;
+    Ok(Writer::at(1)
+        .line(format!(
+            "return ({t})zf_unpack<{u}, {a}, {bits}>((const {u}*)(e.in + e.prm[{words}]), {width}, p);"
+        ))
+        .finish())
 }
 
 /// A `bitpack` node's width in generated code: a literal when the kernel is compiled for

@@ -1,7 +1,7 @@
 //! `blockpack`: bit-packing with a width and a reference per 1024-value vector.
 
 use super::Filler;
-use crate::codegen::{Gen, acc, ctype};
+use crate::codegen::{Gen, Writer, acc, ctype};
 use zipflow_core::{Result, VECTOR_LEN};
 use zipflow_encodings::{NodeView, blockpack};
 
@@ -37,11 +37,19 @@ pub(crate) fn value(g: &Gen<'_>, k: usize) -> Result<String> {
     let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
     let a = acc(n.ptype);
     let b = n.base;
-    Ok(format!(
-        "  // Vector p / 1024: its words' offset and its width, then its reference.\n  const uint2 vt = __ldg((const uint2*)(e.in + e.prm[{tab}]) + (p >> 10));\n  const {u}* w = (const {u}*)(e.in + e.prm[{words}]) + vt.x;\n  return ({t})({u})(zf_unpack<{u}, {a}, {bits}>(w, vt.y, p & 1023u) + ({a})({u})zf_n{c}(e, p >> 10));\n",
-        words = b + 1,
-        tab = b + 2,
-        c = n.children.first().copied().unwrap_or(0),
-        bits = n.ptype.byte_width() * 8
-    ))
+    let (words, tab) = (b + 1, b + 2);
+    let c = n.children.first().copied().unwrap_or(0);
+    let bits = n.ptype.byte_width() * 8;
+    Ok(Writer::at(1)
+        .line("// Vector p / 1024: its words' offset and its width, then its reference.")
+        .line(format!(
+            "const uint2 vt = __ldg((const uint2*)(e.in + e.prm[{tab}]) + (p >> 10));"
+        ))
+        .line(format!(
+            "const {u}* w = (const {u}*)(e.in + e.prm[{words}]) + vt.x;"
+        ))
+        .line(format!(
+            "return ({t})({u})(zf_unpack<{u}, {a}, {bits}>(w, vt.y, p & 1023u) + ({a})({u})zf_n{c}(e, p >> 10));"
+        ))
+        .finish())
 }

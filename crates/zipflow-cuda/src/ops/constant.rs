@@ -1,7 +1,7 @@
 //! `constant`: one value repeated.
 
 use super::Filler;
-use crate::codegen::{Gen, ctype};
+use crate::codegen::{Gen, Writer, ctype};
 use zipflow_core::{PType, Result};
 use zipflow_encodings::NodeView;
 use zipflow_encodings::constant::View;
@@ -19,13 +19,11 @@ pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<
 pub(crate) fn value(g: &Gen<'_>, k: usize) -> Result<String> {
     let n = &g.nodes[k];
     let t = ctype(n.ptype)?;
-    let b = n.base;
-    Ok(match n.ptype {
-        PType::F32 => format!("  return __int_as_float((int)(u32)e.prm[{}]);\n", b + 1),
-        PType::F64 => format!(
-            "  return __longlong_as_double((long long)e.prm[{}]);\n",
-            b + 1
-        ),
-        _ => format!("  return ({t})e.prm[{}];\n", b + 1),
-    })
+    let value = n.base + 1;
+    let ret = match n.ptype {
+        PType::F32 => format!("return __int_as_float((int)(u32)e.prm[{value}]);"),
+        PType::F64 => format!("return __longlong_as_double((long long)e.prm[{value}]);"),
+        _ => format!("return ({t})e.prm[{value}];"),
+    };
+    Ok(Writer::at(1).line(ret).finish())
 }

@@ -2,8 +2,8 @@
 
 use crate::codegen::lanes::{stage_decl, stage_store};
 use crate::codegen::{
-    DICT_SHARED, Gen, KernelKind, NodeSlots, TILE_THREADS, TILE_VECTORS, ctype, stage_below,
-    width_expr,
+    DICT_SHARED, Gen, KernelKind, NodeSlots, TILE_THREADS, TILE_VECTORS, Writer, ctype,
+    stage_below, width_expr,
 };
 use crate::shape::Op;
 use zipflow_core::PType;
@@ -29,19 +29,38 @@ pub(crate) fn value(g: &mut Gen<'_>, k: usize) -> Result<String> {
     let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
     let (codes, values) = (ch(0), ch(1));
     let vlen = g.nodes[values].base;
+    let mut w = Writer::at(1);
+    w.line(format!("const u32 c = (u32)zf_n{codes}(e, p);"));
     if g.has_stage(values) {
-        return Ok(format!(
-            "  const u32 c = (u32)zf_n{codes}(e, p);\n  if (c >= (u32)e.prm[{vlen}]) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}\n  return zf_n{values}(e, c);\n"
-        ));
+        w.line(format!(
+            "if (c >= (u32)e.prm[{vlen}]) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}"
+        ))
+        .line(format!("return zf_n{values}(e, c);"));
+        return Ok(w.finish());
     }
-    g.src
-        .push_str(&format!("\n__shared__ {t} zf_d{k}[{DICT_SHARED}];\n"));
-    g.prologue.push_str(&format!(
-        "  {{ // node {k}: dict entries to shared memory\n    const u32 n = (u32)e.prm[{vlen}];\n    if (n <= {DICT_SHARED}u) for (u32 i = threadIdx.x; i < n; i += ZF_THREADS) zf_d{k}[i] = zf_n{values}(e, i);\n    __syncthreads();\n  }}\n"
-    ));
-    Ok(format!(
-        "  const u32 c = (u32)zf_n{codes}(e, p);\n  const u32 n = (u32)e.prm[{vlen}];\n  if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}\n  return n <= {DICT_SHARED}u ? zf_d{k}[c] : zf_n{values}(e, c);\n"
-    ))
+    let decl = Writer::at(0)
+        .blank()
+        .line(format!("__shared__ {t} zf_d{k}[{DICT_SHARED}];"))
+        .finish();
+    g.src.push_str(&decl);
+    let fill = Writer::at(1)
+        .scope(format!("node {k}: dict entries to shared memory"))
+        .line(format!("const u32 n = (u32)e.prm[{vlen}];"))
+        .line(format!(
+            "if (n <= {DICT_SHARED}u) for (u32 i = threadIdx.x; i < n; i += ZF_THREADS) zf_d{k}[i] = zf_n{values}(e, i);"
+        ))
+        .line("__syncthreads();")
+        .close()
+        .finish();
+    g.prologue.push_str(&fill);
+    w.line(format!("const u32 n = (u32)e.prm[{vlen}];"))
+        .line(format!(
+            "if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}"
+        ))
+        .line(format!(
+            "return n <= {DICT_SHARED}u ? zf_d{k}[c] : zf_n{values}(e, c);"
+        ));
+    Ok(w.finish())
 }
 
 /// The body of a tile kernel for `dict` with bit-packed 8-, 16- or 32-bit codes and a

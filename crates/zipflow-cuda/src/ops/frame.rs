@@ -1,7 +1,7 @@
 //! `for`: frame of reference, the reference added in the value's unsigned arithmetic.
 
 use super::Filler;
-use crate::codegen::{Gen, acc, ctype};
+use crate::codegen::{Gen, Writer, acc, ctype};
 use zipflow_core::Result;
 use zipflow_encodings::NodeView;
 use zipflow_encodings::frame::View;
@@ -21,9 +21,11 @@ pub(crate) fn value(g: &Gen<'_>, k: usize) -> Result<String> {
     let t = ctype(n.ptype)?;
     let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
     let a = acc(n.ptype);
-    Ok(format!(
-        "  return ({t})({u})(({a})zf_n{c}(e, p) + ({a})e.prm[{}]);\n",
-        n.base + 1,
-        c = n.children.first().copied().unwrap_or(0)
-    ))
+    let reference = n.base + 1;
+    let c = n.children.first().copied().unwrap_or(0);
+    Ok(Writer::at(1)
+        .line(format!(
+            "return ({t})({u})(({a})zf_n{c}(e, p) + ({a})e.prm[{reference}]);"
+        ))
+        .finish())
 }

@@ -33,7 +33,7 @@ mod fill;
 pub(crate) use fill::Filler;
 pub(crate) use radix::{radix_group, radix_groups_body};
 
-use crate::codegen::{Gen, KernelKind};
+use crate::codegen::{Gen, KernelKind, Writer};
 use zipflow_core::{Error, Result};
 use zipflow_encodings::rowindex::RowIndex;
 use zipflow_encodings::{NodeView, by_id};
@@ -255,7 +255,8 @@ pub(crate) fn value(g: &mut Gen<'_>, k: usize) -> Result<String> {
                 g.hipatch_vector(k);
             }
             g.stage(k)?;
-            Ok(format!("  return {};\n", g.buf(k, "p")?))
+            let buf = g.buf(k, "p")?;
+            Ok(Writer::at(1).line(format!("return {buf};")).finish())
         }
     }
 }

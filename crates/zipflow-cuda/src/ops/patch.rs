@@ -2,7 +2,7 @@
 //! exceptions are the same two buffers).
 
 use super::Filler;
-use crate::codegen::{Gen, ctype};
+use crate::codegen::{Gen, Writer, ctype};
 use crate::shape::Op;
 use zipflow_core::{PType, Result};
 use zipflow_encodings::NodeView;
@@ -103,10 +103,21 @@ impl Gen<'_> {
 pub(crate) fn value(g: &mut Gen<'_>, k: usize) -> Result<String> {
     let b = g.nodes[k].base;
     let (raw, conv) = g.before_exceptions(k)?;
-    Ok(format!(
-        "  const u32 cnt = (u32)e.prm[{cnt}];\n  if (cnt != 0u) {{\n    const u32* pos = (const u32*)(e.in + e.prm[{pos}]);\n    const u32 j = zf_lower_bound(pos, cnt, p);\n    if (j < cnt && __ldg(pos + j) == p) {{\n      const {raw} x = __ldg((const {raw}*)(e.in + e.prm[{val}]) + j);\n      return {conv};\n    }}\n  }}\n  return zf_c{k}(e, p);\n",
-        cnt = b + 3,
-        pos = b + 1,
-        val = b + 2
-    ))
+    let (pos, val, cnt) = (b + 1, b + 2, b + 3);
+    Ok(Writer::at(1)
+        .line(format!("const u32 cnt = (u32)e.prm[{cnt}];"))
+        .open("if (cnt != 0u)")
+        .line(format!(
+            "const u32* pos = (const u32*)(e.in + e.prm[{pos}]);"
+        ))
+        .line("const u32 j = zf_lower_bound(pos, cnt, p);")
+        .open("if (j < cnt && __ldg(pos + j) == p)")
+        .line(format!(
+            "const {raw} x = __ldg((const {raw}*)(e.in + e.prm[{val}]) + j);"
+        ))
+        .line(format!("return {conv};"))
+        .close()
+        .close()
+        .line(format!("return zf_c{k}(e, p);"))
+        .finish())
 }

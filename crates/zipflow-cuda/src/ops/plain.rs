@@ -1,7 +1,7 @@
 //! `plain`: values as they are stored, or byte strings as lengths and bytes.
 
 use super::Filler;
-use crate::codegen::{Gen, ctype};
+use crate::codegen::{Gen, Writer, ctype};
 use zipflow_core::Result;
 use zipflow_encodings::NodeView;
 use zipflow_encodings::plain::View;
@@ -31,8 +31,10 @@ pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, k: usize) -> Result<
 pub(crate) fn value(g: &Gen<'_>, k: usize) -> Result<String> {
     let n = &g.nodes[k];
     let t = ctype(n.ptype)?;
-    Ok(format!(
-        "  return __ldg((const {t}*)(e.in + e.prm[{}]) + p);\n",
-        n.base + 1
-    ))
+    let values = n.base + 1;
+    Ok(Writer::at(1)
+        .line(format!(
+            "return __ldg((const {t}*)(e.in + e.prm[{values}]) + p);"
+        ))
+        .finish())
 }

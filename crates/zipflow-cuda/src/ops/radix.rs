@@ -2,7 +2,7 @@
 //! compiled in.
 
 use super::Filler;
-use crate::codegen::{Gen, KernelKind, NodeSlots, acc, ctype};
+use crate::codegen::{Gen, KernelKind, NodeSlots, Writer, acc, ctype};
 use crate::shape::Op;
 use zipflow_core::{Error, Result};
 use zipflow_encodings::{NodeView, radix};
@@ -41,18 +41,30 @@ pub(crate) fn radix_body(n: &NodeSlots, t: &str) -> Result<String> {
         .ok_or_else(|| Error::corrupt("radix node without a base in 2..=255"))?;
     let (m, k) = zipflow_encodings::radix::layout(base);
     let mask = if k == 32 { u32::MAX } else { (1u32 << k) - 1 };
-    let mut steps = String::new();
+    let off = n.base + 1;
+    let mut w = Writer::at(1);
+    w.line(format!("// radix({base}): {m} digits in {k} bits a group"))
+        .line(format!("const u32 j = p / {m}u, d = p - j * {m}u;"))
+        .line(format!("const u64 bit = (u64)j * {k}u;"))
+        .line(format!(
+            "const u32* w = (const u32*)(e.in + e.prm[{off}]) + (bit >> 5);"
+        ))
+        .line("const u32 sh = (u32)bit & 31u;")
+        .line("u64 x = __ldg(w);")
+        .line(format!(
+            "if (sh + {k}u > 32u) x |= (u64)__ldg(w + 1) << 32;"
+        ))
+        .line(format!("u32 g = (u32)(x >> sh) & {mask}u;"))
+        .line("(void)d;");
     let mut bit = 1u32;
     let mut power = u64::from(base);
     while bit < m {
-        steps.push_str(&format!("  if (d & {bit}u) g /= {power}u;\n"));
+        w.line(format!("if (d & {bit}u) g /= {power}u;"));
         bit <<= 1;
         power = power.saturating_mul(power);
     }
-    Ok(format!(
-        "  // radix({base}): {m} digits in {k} bits a group\n  const u32 j = p / {m}u, d = p - j * {m}u;\n  const u64 bit = (u64)j * {k}u;\n  const u32* w = (const u32*)(e.in + e.prm[{off}]) + (bit >> 5);\n  const u32 sh = (u32)bit & 31u;\n  u64 x = __ldg(w);\n  if (sh + {k}u > 32u) x |= (u64)__ldg(w + 1) << 32;\n  u32 g = (u32)(x >> sh) & {mask}u;\n  (void)d;\n{steps}  return ({t})(g % {base}u);\n",
-        off = n.base + 1,
-    ))
+    w.line(format!("return ({t})(g % {base}u);"));
+    Ok(w.finish())
 }
 
 /// The lines that load group `g` of a `radix(base)` stream of 32-bit words `w` into `rest`

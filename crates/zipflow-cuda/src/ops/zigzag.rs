@@ -1,6 +1,6 @@
 //! `zigzag`: signed values from their zigzag mapping.
 
-use crate::codegen::{Gen, acc, ctype};
+use crate::codegen::{Gen, Writer, acc, ctype};
 use zipflow_core::Result;
 use zipflow_encodings::NodeView;
 use zipflow_encodings::zigzag::View;
@@ -19,8 +19,11 @@ pub(crate) fn value(g: &Gen<'_>, k: usize) -> Result<String> {
     let t = ctype(n.ptype)?;
     let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
     let a = acc(n.ptype);
-    Ok(format!(
-        "  const {a} z = ({a})zf_n{c}(e, p);\n  return ({t})({u})((z >> 1) ^ (({a})0 - (z & ({a})1)));\n",
-        c = n.children.first().copied().unwrap_or(0)
-    ))
+    let c = n.children.first().copied().unwrap_or(0);
+    Ok(Writer::at(1)
+        .line(format!("const {a} z = ({a})zf_n{c}(e, p);"))
+        .line(format!(
+            "return ({t})({u})((z >> 1) ^ (({a})0 - (z & ({a})1)));"
+        ))
+        .finish())
 }
