@@ -33,6 +33,8 @@ pub(crate) fn fill_exceptions(
 }
 
 impl Gen<'_> {
+    /// Emits `zf_c<k>`, the values of `patch`/`float2int` node `k` before exceptions, and
+    /// returns the exception values' raw type and the expression converting one (`x`).
     pub(crate) fn before_exceptions(&mut self, k: usize) -> Result<(&'static str, String)> {
         let n = self.nodes[k].clone();
         let t = ctype(n.ptype)?;
@@ -55,11 +57,18 @@ impl Gen<'_> {
                 "__int_as_float((int)x)".to_string(),
             ),
         };
-        self.src.push_str(&format!(
-            "\n// node {k}: {} ({}) before exceptions\n__device__ __forceinline__ {t} zf_c{k}(const Env& e, u32 p) {{ {compute} }}\n",
-            n.op.name(),
-            n.ptype
-        ));
+        let decl = Writer::at(0)
+            .blank()
+            .line(format!(
+                "// node {k}: {} ({}) before exceptions",
+                n.op.name(),
+                n.ptype
+            ))
+            .line(format!(
+                "__device__ __forceinline__ {t} zf_c{k}(const Env& e, u32 p) {{ {compute} }}"
+            ))
+            .finish();
+        self.src.push_str(&decl);
         Ok((raw, conv))
     }
 
@@ -68,33 +77,31 @@ impl Gen<'_> {
         let n = self.nodes[k].clone();
         let b = self.nodes[k].base;
         let (s0, s1) = self.span(k);
-        Ok({
-            let (raw, conv) = self.before_exceptions(k)?;
-            format!(
-                r#"  {{ // node {k}: {name}: child values, then exceptions
-    const u32 s0 = {s0}, s1 = {s1};
-    for (u32 p = s0 + threadIdx.x; p < s1; p += ZF_THREADS) {bp} = zf_c{k}(e, p);
-    __syncthreads();
-    const u32* pos = (const u32*)(e.in + e.prm[{pos}]);
-    const {raw}* val = (const {raw}*)(e.in + e.prm[{val}]);
-    const u32 cnt = (u32)e.prm[{cnt}];
-    for (u32 j = zf_lower_bound(pos, cnt, s0) + threadIdx.x; j < cnt; j += ZF_THREADS) {{
-      const u32 q = __ldg(pos + j);
-      if (q >= s1) break;
-      const {raw} x = __ldg(val + j);
-      {bq} = {conv};
-    }}
-    __syncthreads();
-  }}
-"#,
-                name = n.op.name(),
-                bp = self.buf(k, "p")?,
-                bq = self.buf(k, "q")?,
-                pos = b + 1,
-                val = b + 2,
-                cnt = b + 3,
-            )
-        })
+        let (raw, conv) = self.before_exceptions(k)?;
+        let (bp, bq) = (self.buf(k, "p")?, self.buf(k, "q")?);
+        let (pos, val, cnt) = (b + 1, b + 2, b + 3);
+        Ok(Writer::at(1)
+            .scope(format!(
+                "node {k}: {}: child values, then exceptions",
+                n.op.name()
+            ))
+            .line(format!("const u32 s0 = {s0}, s1 = {s1};"))
+            .line(format!(
+                "for (u32 p = s0 + threadIdx.x; p < s1; p += ZF_THREADS) {bp} = zf_c{k}(e, p);"
+            ))
+            .line("__syncthreads();")
+            .line(format!("const u32* pos = (const u32*)(e.in + e.prm[{pos}]);"))
+            .line(format!("const {raw}* val = (const {raw}*)(e.in + e.prm[{val}]);"))
+            .line(format!("const u32 cnt = (u32)e.prm[{cnt}];"))
+            .open("for (u32 j = zf_lower_bound(pos, cnt, s0) + threadIdx.x; j < cnt; j += ZF_THREADS)")
+            .line("const u32 q = __ldg(pos + j);")
+            .line("if (q >= s1) break;")
+            .line(format!("const {raw} x = __ldg(val + j);"))
+            .line(format!("{bq} = {conv};"))
+            .close()
+            .line("__syncthreads();")
+            .close()
+            .finish())
     }
 }
 
