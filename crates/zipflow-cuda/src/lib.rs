@@ -7,6 +7,10 @@
 //! [`decode`] uploads the compressed bytes from pinned memory, overlapping copies with
 //! kernels on two streams, and launches one kernel per shape over all chunks of that shape.
 //!
+//! [`ops`] holds one module per GPU op (its descriptor slots, its host fill and the CUDA it
+//! emits) and maps encoding ids to ops; [`arrow`] turns GPU-decoded columns into Arrow
+//! record batches.
+//!
 //! `cudarc` loads the CUDA driver and NVRTC dynamically, so this crate builds and its tests
 //! run on machines without CUDA; [`Gpu::open`] then fails with `no usable GPU: <why>`.
 //!
