@@ -32,10 +32,10 @@
 //!   a per-chunk region of a device scratch buffer (the root's, again, is the output).
 //!
 //! The generator is split by what it emits: `prelude` (the CUDA C every kernel opens with),
-//! `lanes` (tile kernels' lane-by-lane bodies), `runs` (the `delta` and `rle` stages),
-//! `patch` (exceptions), `ans`, `chars` (the character coders' stages) and [`strings`] (byte
-//! strings); this module analyses the shape, lays out its descriptor slots and puts
-//! the kernel together.
+//! `lanes` (tile kernels' lane-by-lane bodies), `runs` (the loads and run walks `delta` and
+//! `rle` share) and [`strings`] (byte strings); each op's own value and stage are in its
+//! module of [`crate::ops`]. This module analyses the shape, lays out its descriptor slots
+//! and puts the kernel together.
 //!
 //! Bit widths are part of the shape and compiled in as constants. The other per-chunk
 //! parameters (lengths, references, buffer offsets) are read from a descriptor of `u64` slots
@@ -49,17 +49,19 @@
 //! index) and an error word where the kernel ORs [`ERR_DICT`], [`ERR_RLE_ZERO`],
 //! [`ERR_RLE_SUM`], [`ERR_ANS`], [`ERR_STR`] on corrupt data.
 
-mod ans;
-mod chars;
-mod lanes;
-mod patch;
+pub(crate) mod lanes;
 mod prelude;
-mod runs;
+pub(crate) mod runs;
 pub mod strings;
+mod writer;
 
+pub(crate) use crate::ops::bitpack::width_expr;
+use crate::ops::dict::lane_body as dict_lane_body;
+use crate::ops::{radix_group, radix_groups_body};
 use crate::shape::{Op, Shape};
-use lanes::{dict_lane_body, lane_body, radix_body, radix_group, radix_groups_body, width_expr};
+use lanes::lane_body;
 use prelude::PRELUDE;
+pub(crate) use writer::Writer;
 use zipflow_core::{Error, PType, Result};
 
 /// Threads per block of tile kernels (passed to NVRTC as `-DZF_THREADS`).
@@ -125,7 +127,7 @@ pub struct NodeSlots {
     pub op: Op,
     /// The node's physical type.
     pub ptype: PType,
-    /// First slot: the node's length; the op's own parameters follow (see [`param_slots`]).
+    /// First slot: the node's length; the op's own parameters follow (see [`Op::param_slots`]).
     pub base: usize,
     /// Slot holding the byte offset of the node's buffer in the scratch buffer (chunk kernels,
     /// materialised nodes other than the root).
@@ -180,51 +182,8 @@ pub struct Kernel {
 /// strings, the byte offset of its first offset).
 pub const SLOT_OUT: usize = 0;
 
-/// Parameter slots an op takes after its length slot, in order:
-/// - `plain`: byte offset of the values in `in` (four slots unused); over byte strings at
-///   the root, as `strdict`;
-/// - `strdict`, `words`: the byte offset of the chunk's bytes in the output, their number,
-///   the width of the offsets (8, 4, or 0 for none), the byte offset of the chunk's
-///   segment table in the scratch buffer (`2 * (segments + 1)` u32, see [`strings`]), and
-///   the byte offset in `in` of the same table built by the host from the node's row index
-///   (all ones when the first kernel sums it);
-/// - `bitpack`: byte offset of the packed words, bit width;
-/// - `blockpack`: byte offset of the packed words, byte offset of its vector table (per
-///   1024-value vector, a `u32` word offset and a `u32` bit width, staged by the host after
-///   the tree);
-/// - `for`: reference bits; `constant`: value bits; `delta`: base bits;
-/// - `patch`, `float2int`: byte offsets of positions and exception values, exception count
-///   (`float2int` then the bits of `10^E` as an f64);
-/// - `hipatch`: the low bits' width `W`, exception count;
-/// - `radix`: byte offset of the groups (the base is compiled in, see [`Shape::width`]);
-/// - `fsst`: byte offset of its symbol table (256 `u64` symbols, then 256 `u8` lengths, 0 for
-///   codes without a symbol; staged by the host after the tree), byte offset of the piece
-///   ends, the pieces' log2 size;
-/// - `chardict16`, `chartable`: byte offsets of the bit stream, of its blocks (per 1024-byte
-///   block a `u32` first code bit, the `u32` bit after its last code, its table, and a `u32`
-///   of padding) and of its tables (per table 1024 `u16`: the first code of every 10-bit
-///   window, character and length), the stream's bytes (all staged by the host after the
-///   tree but the stream);
-/// - `ans`: byte offsets of the states, block starts and words, the number of words, the
-///   block size's log2, the byte offset of the cumulative frequencies (`nsym + 1` u32, staged
-///   by the host after the tree) and `nsym`;
-/// - `zigzag`, `rle`, `dict`: none (they read their children's length slots).
-pub fn param_slots(op: Op) -> usize {
-    match op {
-        Op::ZigZag | Op::Rle | Op::Dict => 0,
-        Op::For | Op::Constant | Op::Delta | Op::Radix => 1,
-        Op::BitPack | Op::BlockPack | Op::HiPatch => 2,
-        Op::Fsst => 3,
-        Op::CharDict | Op::CharTable => 4,
-        Op::Patch => 3,
-        Op::Plain | Op::StrDict | Op::Words => 5,
-        Op::FloatToInt => 4,
-        Op::Ans => 7,
-    }
-}
-
 /// The C type name of a physical type.
-fn ctype(p: PType) -> Result<&'static str> {
+pub(crate) fn ctype(p: PType) -> Result<&'static str> {
     Ok(match p {
         PType::I8 => "i8",
         PType::I16 => "i16",
@@ -245,7 +204,7 @@ fn ctype(p: PType) -> Result<&'static str> {
 }
 
 /// The unsigned arithmetic type integer ops of `p` compute in (wrapping, truncated on store).
-fn acc(p: PType) -> &'static str {
+pub(crate) fn acc(p: PType) -> &'static str {
     if p.byte_width() <= 4 { "u32" } else { "u64" }
 }
 
@@ -264,7 +223,7 @@ pub fn materialised(op: Op, kind: KernelKind) -> bool {
 }
 
 /// Whether node `k` of `nodes` or a node below it is materialised by a stage.
-fn stage_below(nodes: &[NodeSlots], k: usize, kind: KernelKind) -> bool {
+pub(crate) fn stage_below(nodes: &[NodeSlots], k: usize, kind: KernelKind) -> bool {
     materialised(nodes[k].op, kind)
         || nodes[k]
             .children
@@ -441,7 +400,7 @@ fn layout(shape: &Shape, kind: KernelKind) -> (Vec<NodeSlots>, usize) {
     let fused = delta_over_rle(shape, kind);
     for (k, s) in order.iter().enumerate() {
         let base = next;
-        next += 1 + param_slots(s.op);
+        next += 1 + s.op.param_slots();
         let scratch = (needs_scratch(s, k, kind) && !(fused && k == 1)).then(|| {
             next += 1;
             next - 1
@@ -494,74 +453,8 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     );
     g.node(0)?;
     if shape.ptype == PType::Bytes {
-        let len_slot = nodes[0].base;
-        // Every entry point (and the expansion's template body) takes the same parameters.
-        let params = "(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,\n          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err)";
-        let global =
-            |bounds: &str| format!("extern \"C\" __global__ void __launch_bounds__({bounds})\n");
-        let head = |decl: &str, name: &str, body: &str, seg: &str| {
-            format!(
-                r#"
-{decl}{name}{params} {{
-  const u32 chunk = work[2u * blockIdx.x];{seg}
-  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
-  const u32 len = (u32)e.prm[{len_slot}];
-{body}}}
-"#
-            )
-        };
-        let first = head(
-            &global("ZF_THREADS"),
-            KERNEL_NAME,
-            &g.stages,
-            "\n  (void)out;",
-        );
-        // A `words` expansion holds two blocks of 512 threads per multiprocessor (its shared
-        // memory allows no more): registers are capped to fit them, as the loop over a
-        // block's segments would otherwise take more.
-        // Entries of one length: three blocks fit by shared memory, and registers are capped
-        // to fit them too (the unchecked and checked lookups would otherwise take more).
-        let bounds = if g.segments_per_block() > 1 {
-            "ZF_THREADS, 1024 / ZF_THREADS"
-        } else if g.fixed_length(0).is_some() {
-            "ZF_THREADS, 1536 / ZF_THREADS"
-        } else {
-            "ZF_THREADS"
-        };
-        let seg = format!(
-            "\n  const u32 seg0 = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
-        );
-        let second = if g.narrow_expansion() {
-            // The body once, as a template over the stage's size (`ZF_STR_STAGE`) and the
-            // staged codes' type, and two entry points: the stage for long strings and `u32`
-            // codes, two blocks a multiprocessor as their shared memory allows, and the
-            // smaller one with `u16` codes, three (registers capped to fit them).
-            let body = head(
-                "template <u32 zf_stage_t, typename zf_code_t>\n__device__ __forceinline__ void ",
-                "zf_expand_t",
-                &g.expand,
-                &seg,
-            );
-            let entry = |name: &str, bounds: &str, args: &str| {
-                format!(
-                    "\n{}{name}{params} {{\n  zf_expand_t<{args}>(in, out, scratch, prm, work, err);\n}}\n",
-                    global(bounds)
-                )
-            };
-            format!(
-                "{body}{}{}",
-                entry(strings::EXPAND_NAME, bounds, "ZF_STAGE_WIDE, u32"),
-                entry(
-                    strings::EXPAND_NARROW_NAME,
-                    "ZF_THREADS, 1536 / ZF_THREADS",
-                    "ZF_STAGE_NARROW, u16"
-                )
-            )
-        } else {
-            head(&global(bounds), strings::EXPAND_NAME, &g.expand, &seg)
-        };
-        g.src.push_str(&first);
-        g.src.push_str(&second);
+        let entries = string_entries(&g);
+        g.src.push_str(&entries);
         let (dyn_smem, expand_smem, segment_rows) = (g.dyn_smem, g.expand_smem, g.segment_rows());
         let expand_narrow_smem = g.expand_narrow_smem;
         let segments_per_block = g.segments_per_block();
@@ -585,73 +478,8 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
             fixed_strings,
         });
     }
-    let root_t = ctype(shape.ptype)?;
-    let (range, end) = match kind {
-        KernelKind::Tile => (
-            "  for (u32 vi = 0u; vi < ZF_TILE_VECTORS; ++vi) {\n  const u32 p0 = (vec + vi) * 1024u;\n  if (p0 >= len) break;\n  const u32 p1 = min(p0 + 1024u, len);\n",
-            // Shared-memory buffers are reused by the next vector.
-            if g.stages.is_empty() {
-                "  }\n"
-            } else {
-                "  __syncthreads();\n  }\n"
-            },
-        ),
-        KernelKind::Chunk => ("  const u32 p0 = 0u, p1 = len;\n", ""),
-    };
-    let root = &nodes[0];
-    let lanes = match lane_body(&g, kind)? {
-        Some(l) => Some(l),
-        None => match dict_lane_body(&nodes, kind, &g.prologue)? {
-            Some(l) => Some(l),
-            None => radix_groups_body(&nodes, kind)?,
-        },
-    };
-    let body = match lanes {
-        Some((rows, body)) => {
-            g.src.push_str(&rows);
-            body
-        }
-        None => {
-            let finish = if materialised(root.op, kind) {
-                ""
-            } else {
-                match kind {
-                    // Full vectors (all but a chunk's last) take an unrolled loop, so each
-                    // thread's loads are all in flight before the first store.
-                    KernelKind::Tile => {
-                        "  if (p1 - p0 == 1024u) {\n#pragma unroll\n    for (u32 i = 0u; i < 1024u / ZF_THREADS; ++i) {\n      const u32 p = p0 + threadIdx.x + i * ZF_THREADS;\n      o[p] = zf_n0(e, p);\n    }\n  } else {\n    for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n  }\n"
-                    }
-                    KernelKind::Chunk => {
-                        "  for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);\n"
-                    }
-                }
-            };
-            format!(
-                "  (void)vec;\n{}{range}{}{finish}{end}",
-                g.prologue, g.stages
-            )
-        }
-    };
-    // A chunk kernel runs one block per chunk, each a long chain of barriers: registers are
-    // capped so that a multiprocessor holds as many blocks as it has threads for (2048), and
-    // a column of a thousand chunks runs in one wave.
-    let bounds = match kind {
-        KernelKind::Tile => "ZF_THREADS",
-        KernelKind::Chunk => "ZF_THREADS, 2048 / ZF_THREADS",
-    };
-    g.src.push_str(&format!(
-        r#"
-extern "C" __global__ void __launch_bounds__({bounds})
-{KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
-          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
-  const u32 chunk = work[2u * blockIdx.x], vec = work[2u * blockIdx.x + 1u];
-  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
-  {root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}];
-  const u32 len = (u32)e.prm[{len_slot}];
-{body}}}
-"#,
-        len_slot = root.base,
-    ));
+    let entry = numeric_entry(&mut g, shape.ptype)?;
+    g.src.push_str(&entry);
     Ok(Kernel {
         source: g.src,
         kind,
@@ -670,41 +498,199 @@ extern "C" __global__ void __launch_bounds__({bounds})
     })
 }
 
-struct Gen<'a> {
-    nodes: &'a [NodeSlots],
-    kind: KernelKind,
+/// The entry points of a byte-string kernel: [`KERNEL_NAME`] (the stages, writing each
+/// segment's table) and the expansion ([`strings::EXPAND_NAME`], and where the shape has it
+/// [`strings::EXPAND_NARROW_NAME`]).
+fn string_entries(g: &Gen<'_>) -> String {
+    let len_slot = g.nodes[0].base;
+    // Every entry point (and the expansion's template body) takes the same parameters.
+    let params = "(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,\n          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err)";
+    let global =
+        |bounds: &str| format!("extern \"C\" __global__ void __launch_bounds__({bounds})\n");
+    let head = |decl: &str, name: &str, body: &str, seg: &str| {
+        format!(
+            r#"
+{decl}{name}{params} {{
+  const u32 chunk = work[2u * blockIdx.x];{seg}
+  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
+  const u32 len = (u32)e.prm[{len_slot}];
+{body}}}
+"#
+        )
+    };
+    let first = head(
+        &global("ZF_THREADS"),
+        KERNEL_NAME,
+        &g.stages,
+        "\n  (void)out;",
+    );
+    // A `words` expansion holds two blocks of 512 threads per multiprocessor (its shared
+    // memory allows no more): registers are capped to fit them, as the loop over a
+    // block's segments would otherwise take more.
+    // Entries of one length: three blocks fit by shared memory, and registers are capped
+    // to fit them too (the unchecked and checked lookups would otherwise take more).
+    let bounds = if g.segments_per_block() > 1 {
+        "ZF_THREADS, 1024 / ZF_THREADS"
+    } else if g.fixed_length(0).is_some() {
+        "ZF_THREADS, 1536 / ZF_THREADS"
+    } else {
+        "ZF_THREADS"
+    };
+    let seg = format!(
+        "\n  const u32 seg0 = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
+    );
+    let second = if g.narrow_expansion() {
+        // The body once, as a template over the stage's size (`ZF_STR_STAGE`) and the
+        // staged codes' type, and two entry points: the stage for long strings and `u32`
+        // codes, two blocks a multiprocessor as their shared memory allows, and the
+        // smaller one with `u16` codes, three (registers capped to fit them).
+        let body = head(
+            "template <u32 zf_stage_t, typename zf_code_t>\n__device__ __forceinline__ void ",
+            "zf_expand_t",
+            &g.expand,
+            &seg,
+        );
+        let entry = |name: &str, bounds: &str, args: &str| {
+            format!(
+                "\n{}{name}{params} {{\n  zf_expand_t<{args}>(in, out, scratch, prm, work, err);\n}}\n",
+                global(bounds)
+            )
+        };
+        format!(
+            "{body}{}{}",
+            entry(strings::EXPAND_NAME, bounds, "ZF_STAGE_WIDE, u32"),
+            entry(
+                strings::EXPAND_NARROW_NAME,
+                "ZF_THREADS, 1536 / ZF_THREADS",
+                "ZF_STAGE_NARROW, u16"
+            )
+        )
+    } else {
+        head(&global(bounds), strings::EXPAND_NAME, &g.expand, &seg)
+    };
+    format!("{first}{second}")
+}
+
+/// The entry point of a numeric kernel, [`KERNEL_NAME`]: a tile kernel's lane-by-lane body
+/// where the shape has one (its device functions go to `g.src`), else the stages and a loop
+/// over the block's positions.
+fn numeric_entry(g: &mut Gen<'_>, ptype: PType) -> Result<String> {
+    let kind = g.kind;
+    let nodes = g.nodes;
+    let root_t = ctype(ptype)?;
+    let (range, end) = match kind {
+        KernelKind::Tile => (
+            "  for (u32 vi = 0u; vi < ZF_TILE_VECTORS; ++vi) {\n  const u32 p0 = (vec + vi) * 1024u;\n  if (p0 >= len) break;\n  const u32 p1 = min(p0 + 1024u, len);\n",
+            // Shared-memory buffers are reused by the next vector.
+            if g.stages.is_empty() {
+                "  }\n"
+            } else {
+                "  __syncthreads();\n  }\n"
+            },
+        ),
+        KernelKind::Chunk => ("  const u32 p0 = 0u, p1 = len;\n", ""),
+    };
+    let root = &nodes[0];
+    let lanes = match lane_body(g, kind)? {
+        Some(l) => Some(l),
+        None => match dict_lane_body(nodes, kind, &g.prologue)? {
+            Some(l) => Some(l),
+            None => radix_groups_body(nodes, kind)?,
+        },
+    };
+    let body = match lanes {
+        Some((rows, body)) => {
+            g.src.push_str(&rows);
+            body
+        }
+        None => {
+            let each =
+                "for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);";
+            let mut w = Writer::at(1);
+            match kind {
+                // The root's stage writes the output.
+                _ if materialised(root.op, kind) => {}
+                KernelKind::Tile => {
+                    // Full vectors (all but a chunk's last) take an unrolled loop, so each
+                    // thread's loads are all in flight before the first store.
+                    w.open("if (p1 - p0 == 1024u)")
+                        .directive("#pragma unroll")
+                        .open("for (u32 i = 0u; i < 1024u / ZF_THREADS; ++i)")
+                        .line("const u32 p = p0 + threadIdx.x + i * ZF_THREADS;")
+                        .line("o[p] = zf_n0(e, p);")
+                        .close()
+                        .reopen("else")
+                        .line(each)
+                        .close();
+                }
+                KernelKind::Chunk => {
+                    w.line(each);
+                }
+            }
+            let finish = w.finish();
+            format!(
+                "  (void)vec;\n{}{range}{}{finish}{end}",
+                g.prologue, g.stages
+            )
+        }
+    };
+    // A chunk kernel runs one block per chunk, each a long chain of barriers: registers are
+    // capped so that a multiprocessor holds as many blocks as it has threads for (2048), and
+    // a column of a thousand chunks runs in one wave.
+    let bounds = match kind {
+        KernelKind::Tile => "ZF_THREADS",
+        KernelKind::Chunk => "ZF_THREADS, 2048 / ZF_THREADS",
+    };
+    Ok(format!(
+        r#"
+extern "C" __global__ void __launch_bounds__({bounds})
+{KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
+          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
+  const u32 chunk = work[2u * blockIdx.x], vec = work[2u * blockIdx.x + 1u];
+  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
+  {root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}];
+  const u32 len = (u32)e.prm[{len_slot}];
+{body}}}
+"#,
+        len_slot = root.base,
+    ))
+}
+
+pub(crate) struct Gen<'a> {
+    pub(crate) nodes: &'a [NodeSlots],
+    pub(crate) kind: KernelKind,
     /// Device functions, children before parents.
-    src: String,
+    pub(crate) src: String,
     /// Kernel body run once per block before its vectors (small dictionaries to shared
     /// memory), children before parents.
-    prologue: String,
+    pub(crate) prologue: String,
     /// Kernel body stages, children before parents.
-    stages: String,
+    pub(crate) stages: String,
     /// Whether the shared `ans` decoding table is declared.
-    ans_table: bool,
+    pub(crate) ans_table: bool,
     /// Bytes of dynamic shared memory the stages use.
-    dyn_smem: u32,
+    pub(crate) dyn_smem: u32,
     /// Byte strings: the body of the expansion kernel (see [`strings`]).
-    expand: String,
+    pub(crate) expand: String,
     /// Bytes of dynamic shared memory the expansion uses.
-    expand_smem: u32,
+    pub(crate) expand_smem: u32,
     /// Bytes of dynamic shared memory the expansion with the smaller stage uses (0: none).
-    expand_narrow_smem: u32,
+    pub(crate) expand_narrow_smem: u32,
     /// Nodes whose `zf_each<k>` (a visit of a range of values) is emitted.
-    staged: Vec<usize>,
+    pub(crate) staged: Vec<usize>,
     /// Nodes whose `zf_q<k>` (four neighbouring values at once) is emitted.
-    quads: Vec<usize>,
+    pub(crate) quads: Vec<usize>,
 }
 
 impl Gen<'_> {
     /// Whether node `k` or a node below it is materialised by a stage.
-    fn has_stage(&self, k: usize) -> bool {
+    pub(crate) fn has_stage(&self, k: usize) -> bool {
         stage_below(self.nodes, k, self.kind)
     }
 
     /// The range of positions a stage of node `k` fills: the block's vectors in a tile
     /// kernel, the whole chunk in a chunk kernel.
-    fn span(&self, k: usize) -> (String, String) {
+    pub(crate) fn span(&self, k: usize) -> (String, String) {
         match self.kind {
             KernelKind::Tile => ("p0".to_string(), "p1".to_string()),
             KernelKind::Chunk => (
@@ -715,7 +701,7 @@ impl Gen<'_> {
     }
 
     /// Where node `k`'s materialised output lives, indexed by `idx`.
-    fn buf(&self, k: usize, idx: &str) -> Result<String> {
+    pub(crate) fn buf(&self, k: usize, idx: &str) -> Result<String> {
         let n = &self.nodes[k];
         let t = ctype(n.ptype)?;
         Ok(if k == 0 {
@@ -731,7 +717,7 @@ impl Gen<'_> {
     }
 
     /// Emits node `k`'s functions (children first) and, if it is materialised, its stage.
-    fn node(&mut self, k: usize) -> Result<()> {
+    pub(crate) fn node(&mut self, k: usize) -> Result<()> {
         let n = self.nodes[k].clone();
         let fused = k == 0
             && self.kind == KernelKind::Chunk
@@ -760,1197 +746,39 @@ impl Gen<'_> {
             };
         }
         let t = ctype(n.ptype)?;
-        let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
-        let a = acc(n.ptype);
-        let b = n.base;
-        let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
-        let head = format!(
-            "\n// node {k}: {} ({})\n__device__ __forceinline__ {t} zf_n{k}(const Env& e, u32 p) {{\n",
-            n.op.name(),
-            n.ptype
-        );
-        let body = match n.op {
-            Op::Plain => format!(
-                "  return __ldg((const {t}*)(e.in + e.prm[{}]) + p);\n",
-                b + 1
-            ),
-            Op::BitPack => format!(
-                "  return ({t})zf_unpack<{u}, {a}, {bits}>((const {u}*)(e.in + e.prm[{}]), {}, p);\n",
-                b + 1,
-                width_expr(&n),
-                bits = n.ptype.byte_width() * 8
-            ),
-            Op::BlockPack => format!(
-                "  // Vector p / 1024: its words' offset and its width, then its reference.\n  const uint2 vt = __ldg((const uint2*)(e.in + e.prm[{tab}]) + (p >> 10));\n  const {u}* w = (const {u}*)(e.in + e.prm[{words}]) + vt.x;\n  return ({t})({u})(zf_unpack<{u}, {a}, {bits}>(w, vt.y, p & 1023u) + ({a})({u})zf_n{c}(e, p >> 10));\n",
-                words = b + 1,
-                tab = b + 2,
-                c = ch(0),
-                bits = n.ptype.byte_width() * 8
-            ),
-            Op::For => format!(
-                "  return ({t})({u})(({a})zf_n{c}(e, p) + ({a})e.prm[{}]);\n",
-                b + 1,
-                c = ch(0)
-            ),
-            Op::ZigZag => format!(
-                "  const {a} z = ({a})zf_n{c}(e, p);\n  return ({t})({u})((z >> 1) ^ (({a})0 - (z & ({a})1)));\n",
-                c = ch(0)
-            ),
-            Op::Radix => radix_body(&n, t)?,
-            Op::Constant => match n.ptype {
-                PType::F32 => format!("  return __int_as_float((int)(u32)e.prm[{}]);\n", b + 1),
-                PType::F64 => format!(
-                    "  return __longlong_as_double((long long)e.prm[{}]);\n",
-                    b + 1
-                ),
-                _ => format!("  return ({t})e.prm[{}];\n", b + 1),
-            },
-            Op::Dict if !self.has_stage(ch(1)) => {
-                // A dictionary of at most `DICT_SHARED` entries is decoded once per block into
-                // shared memory, so each lookup is one shared load instead of decoding its
-                // entry again (a bit-unpack at a random position, for packed values).
-                let (codes, values) = (ch(0), ch(1));
-                let vlen = self.nodes[values].base;
-                self.src
-                    .push_str(&format!("\n__shared__ {t} zf_d{k}[{DICT_SHARED}];\n"));
-                self.prologue.push_str(&format!(
-                    "  {{ // node {k}: dict entries to shared memory\n    const u32 n = (u32)e.prm[{vlen}];\n    if (n <= {DICT_SHARED}u) for (u32 i = threadIdx.x; i < n; i += ZF_THREADS) zf_d{k}[i] = zf_n{values}(e, i);\n    __syncthreads();\n  }}\n"
-                ));
-                format!(
-                    "  const u32 c = (u32)zf_n{codes}(e, p);\n  const u32 n = (u32)e.prm[{vlen}];\n  if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}\n  return n <= {DICT_SHARED}u ? zf_d{k}[c] : zf_n{values}(e, c);\n"
-                )
-            }
-            Op::Dict => {
-                let (codes, values) = (ch(0), ch(1));
-                format!(
-                    "  const u32 c = (u32)zf_n{codes}(e, p);\n  if (c >= (u32)e.prm[{vlen}]) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}\n  return zf_n{values}(e, c);\n",
-                    vlen = self.nodes[values].base
-                )
-            }
-            Op::Patch | Op::FloatToInt if self.kind == KernelKind::Chunk => {
-                let (raw, conv) = self.before_exceptions(k)?;
-                format!(
-                    "  const u32 cnt = (u32)e.prm[{cnt}];\n  if (cnt != 0u) {{\n    const u32* pos = (const u32*)(e.in + e.prm[{pos}]);\n    const u32 j = zf_lower_bound(pos, cnt, p);\n    if (j < cnt && __ldg(pos + j) == p) {{\n      const {raw} x = __ldg((const {raw}*)(e.in + e.prm[{val}]) + j);\n      return {conv};\n    }}\n  }}\n  return zf_c{k}(e, p);\n",
-                    cnt = b + 3,
-                    pos = b + 1,
-                    val = b + 2
-                )
-            }
-            Op::StrDict | Op::Words => {
-                return Err(Error::unsupported(format!(
-                    "`{}` over {} values",
-                    n.op.name(),
-                    n.ptype
-                )));
-            }
-            Op::Patch
-            | Op::FloatToInt
-            | Op::HiPatch
-            | Op::Delta
-            | Op::Rle
-            | Op::Ans
-            | Op::Fsst
-            | Op::CharDict
-            | Op::CharTable => {
-                if n.op == Op::HiPatch {
-                    self.hipatch_vector(k);
-                }
-                self.stage(k)?;
-                format!("  return {};\n", self.buf(k, "p")?)
-            }
-        };
+        let body = crate::ops::value(self, k)?;
         if k == 0 && materialised(n.op, self.kind) {
             // The root's stage writes the output; nothing reads it back.
             return Ok(());
         }
-        self.src.push_str(&head);
-        self.src.push_str(&body);
-        self.src.push_str("}\n");
+        let mut w = Writer::at(0);
+        w.blank()
+            .line(format!("// node {k}: {} ({})", n.op.name(), n.ptype))
+            .open(format!(
+                "__device__ __forceinline__ {t} zf_n{k}(const Env& e, u32 p)"
+            ))
+            .raw(body)
+            .close();
+        self.src.push_str(&w.finish());
         Ok(())
     }
 
-    /// Code that sets `dst[0..4]` to values `p .. p + 3` of node `c` (`p % 4 == 0`) cast to
-    /// `cast`, or 0 at and past `lim`: the four at once (`zf_q<c>`) when all are below `lim`.
-    /// The loads of an `rle` tile's runs (lengths of node `runs` to `nl`, values of node
-    /// `values`, of type `t`, to `nv`), for [`rle_tiles`], as a function of the first run's
-    /// index.
-    /// Emits `zf_q<k>(e, p, v)` once and returns its name: values `p .. p + 3` of node `k`
-    /// (`p % 4 == 0`, all four within the node) into `v[0..4]`. Bit-packed values are four
-    /// neighbouring lanes of one row, so their position is computed once; `for` and a
-    /// dictionary in shared memory map their children's four; other nodes read value by
-    /// value. Called after `zf_n<k>` is emitted.
-    /// Emits `zf_c<k>`, the values of `patch`/`float2int` node `k` before exceptions, and
-    /// returns the exception values' raw type and the expression converting one (`x`).
-    /// Emits `zf_hp<k>(e, v, j0, j1)`: the exceptions `[j0, j1)` of vector `v` of `hipatch`
-    /// node `k`, found by summing the counts before it across a warp (every lane calls it),
-    /// checked against the node's exception count.
-    /// Also `zf_hpq<k>(e, v, j, j0)`: exception `j`'s position, or `~0u` (and an error) when
-    /// its offset is outside its vector, past the end, or not after the one before it.
-    /// Code that ORs the exceptions of vector `v` of `hipatch` node `k` into `slot` (a place
-    /// indexed by `q`, the exception's position), run by one whole warp.
     /// Emits the stage that materialises node `k`.
-    /// The stage of a root `delta` (node `k`) over `rle` (node `rle`): the value at output
-    /// position `q` in run `j` (starting at `s_j`, value `v_j`) is the delta's base plus the
-    /// sum of `v * length` over the runs before `j`, plus `v_j * (q - s_j + 1)`. So both
-    /// decode in one pass over run tiles, as `rle` alone does, with a second sum over the
-    /// runs, and no buffer in between.
-    fn stage(&mut self, k: usize) -> Result<()> {
+    pub(crate) fn stage(&mut self, k: usize) -> Result<()> {
         let n = self.nodes[k].clone();
         let t = ctype(n.ptype)?;
         if self.kind == KernelKind::Tile && k > 0 {
-            self.src
-                .push_str(&format!("\n__shared__ {t} zf_m{k}[1024];\n"));
+            let decl = Writer::at(0)
+                .blank()
+                .line(format!("__shared__ {t} zf_m{k}[1024];"))
+                .finish();
+            self.src.push_str(&decl);
         }
-        let st = match n.op {
-            Op::Patch | Op::FloatToInt => self.patch_stage(k)?,
-            Op::HiPatch => self.hipatch_stage(k)?,
-            Op::Delta => self.delta_stage(k)?,
-            Op::Rle => self.rle_stage(k)?,
-            Op::Ans => self.ans_stage(k)?,
-            Op::CharDict | Op::CharTable => self.char_stage(k)?,
-            Op::Fsst => self.fsst_stage(k)?,
-            _ => {
-                return Err(Error::unsupported(format!(
-                    "`{}` is not a materialised primitive",
-                    n.op.name()
-                )));
-            }
-        };
+        let st = crate::ops::stage(self, k)?;
         self.stages.push_str(&st);
         Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use zipflow_core::{IntVec, Plan, Values};
-    use zipflow_encodings::{NodeView, encode};
-
-    fn shape_of(plan: &str, values: &Values) -> Shape {
-        let plan: Plan = plan.parse().unwrap_or_else(|e| panic!("{plan}: {e}"));
-        let node = encode(&plan, values).unwrap_or_else(|e| panic!("{plan}: {e}"));
-        let bytes = node.to_bytes().unwrap_or_else(|e| panic!("{e}"));
-        let view = NodeView::parse(&bytes).unwrap_or_else(|e| panic!("{e}"));
-        Shape::of(&view).unwrap_or_else(|e| panic!("{plan}: {e}"))
-    }
-
-    fn ints() -> Values {
-        Values::Int(IntVec::I64(
-            (0..3000).map(|i| (i * 7919) % 1000 - 300).collect(),
-        ))
-    }
-
-    #[test]
-    fn narrow_bitpacked_tiles_decode_lane_by_lane() {
-        let v = Values::Int(IntVec::I32(
-            (0..5000).map(|i| 8036 + (i * 7919) % 2526).collect(),
-        ));
-        for plan in ["for | bitpack", "bitpack"] {
-            let k = generate(&shape_of(plan, &v)).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(k.kind, KernelKind::Tile);
-            assert!(
-                k.source
-                    .contains("o[p0 + (row & 7u) * 128u + fl * 16u + lane]"),
-                "{plan}"
-            );
-        }
-        // 64-bit words: 16 lanes, four row groups per vector.
-        let k = generate(&shape_of("for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            k.source
-                .contains("const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 15u;")
-        );
-        assert!(k.source.contains("u64 cur = __ldg(vw + 16u * k);"));
-        assert!(
-            k.source
-                .contains("default: zf_rows<48u>(e, zf_lst, vw, s0, lane);")
-        );
-        assert!(
-            k.source
-                .contains("o[p0 + (row & 7u) * 128u + fl * 16u + lane]")
-        );
-        // Other shapes keep the per-position loop.
-        let k = generate(&shape_of("zigzag | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
-        assert!(!k.source.contains("fl * 16u + lane"));
-    }
-
-    #[test]
-    fn small_dictionaries_are_read_from_shared_memory() {
-        let v = Values::Int(IntVec::I64(
-            (0..5000).map(|i| 1000 + (i % 50) * 7).collect(),
-        ));
-        let k = generate(&shape_of("dict(codes: bitpack, values: for | bitpack)", &v))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.kind, KernelKind::Tile);
-        assert!(k.source.contains("__shared__ i64 zf_d0[1024]"));
-        // Filled once per block, before the codes are unpacked lane by lane and looked up.
-        let fill = k.source.find("zf_d0[i] = zf_n2(e, i)");
-        let lanes = k.source.find("zf_rows<0u, 8u>(e, zf_lst, vw, s0, lane, n)");
-        assert!(fill.is_some() && lanes.is_some() && fill < lanes);
-        assert!(k.source.contains("? zf_d0[c] : zf_n2(e, c)"));
-        // The second lane of each thread's pair.
-        assert!(
-            k.source
-                .contains("zf_rows<0u, 8u>(e, zf_lst, vw + 64u, s0, lane + 64u, n)")
-        );
-        // Aligned, byte codes of 8-byte values go two neighbouring lanes a thread: one 16-bit
-        // load a word, one 16-byte store a row, the words loaded before the dictionary's
-        // barrier.
-        assert!(
-            k.source
-                .contains("zf_rows2(e, zf_lst, zf_wd, s0, lane, n);")
-        );
-        let load = k.source.find("if (zf_pre) zf_load2(zf_vb, lane, zf_wd);");
-        let barrier = k.source[fill.unwrap_or(0)..].find("__syncthreads();");
-        assert!(load.is_some() && load < fill && barrier.is_some());
-        assert!(
-            k.source
-                .contains("*(ulonglong2*)(o + p0 + i * 128u + 2u * m) = pr.u;")
-        );
-        // Values that need a stage keep the per-lookup path.
-        let runs = Values::Int(IntVec::I64((0..5000).map(|i| i / 100).collect()));
-        let k = generate(&shape_of("dict(codes: bitpack, values: rle)", &runs))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(!k.source.contains("zf_d0"));
-    }
-
-    #[test]
-    fn for_bitpack_is_one_fused_tile_kernel() {
-        let k = generate(&shape_of("for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.kind, KernelKind::Tile);
-        assert_eq!(k.key, "for:i64(bitpack(10):u64)");
-        // The width is compiled in, not read from the descriptor.
-        assert!(k.source.contains("e.prm[4]), 10u, p)"));
-        assert!(k.source.contains("extern \"C\" __global__"));
-        assert!(k.source.contains("zf_decode("));
-        assert!(k.source.contains("zf_unpack<u64, u64, 64>"));
-        // Fused: the root's value goes from the expression to the block's stage (a partial
-        // vector's too), stored by one bulk copy; no buffer of a node's own.
-        assert!(k.source.contains("zf_lst[p - P0] = zf_n0(e, p)"));
-        assert!(
-            k.source
-                .contains("__shared__ __align__(128) i64 zf_lst[ZF_TILE_VECTORS * 1024u];")
-        );
-        let (decode, store) = k
-            .source
-            .split_once(
-                "  zf_bulk_fence();\n  __syncthreads();\n  zf_store_values(o + P0, zf_lst, ",
-            )
-            .unwrap_or_else(|| panic!("no staged store in\n{}", k.source));
-        assert!(decode.contains("switch (rg)") && store.starts_with("min(len - P0, "));
-        assert!(!k.source.contains("__shared__ i64 zf_m"));
-        assert_eq!(k.threads, TILE_THREADS);
-        // out offset, for: len + reference, bitpack: len + offset + width.
-        assert_eq!(k.nparams, 1 + 2 + 3);
-        assert_eq!(k.nodes[1].base, 3);
-        assert_eq!(k.source.matches("#define ZF_NPRM 6").count(), 1);
-    }
-
-    #[test]
-    fn other_tile_shapes_use_the_unrolled_generic_body() {
-        let k = generate(&shape_of("zigzag | for | bitpack", &ints()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.threads, TILE_THREADS);
-        assert!(k.source.contains("o[p] = zf_n0(e, p)"));
-        assert!(
-            k.source
-                .contains("#pragma unroll\n    for (u32 i = 0u; i < 1024u / ZF_THREADS")
-        );
-        // Dictionary codes of every width go lane by lane.
-        let k = generate(&shape_of(
-            "dict(codes: bitpack, values: for | bitpack)",
-            &ints(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            k.source
-                .contains("zf_rows<0u, 16u>(e, zf_lst, vw, s0, lane, n)")
-        );
-        let wide = Values::Int(IntVec::I64((0..200_000).map(|i| i * 3).collect()));
-        let k = generate(&shape_of("dict(codes: bitpack, values: plain)", &wide))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            k.source
-                .contains("else zf_rows<16u, 16u>(e, zf_lst, vw, s0, lane, n)")
-        );
-    }
-
-    #[test]
-    fn every_primitive_has_its_code_path() {
-        let f: Values = Values::F64((0..3000).map(|i| f64::from(i) * 0.25 + 0.01).collect());
-        let cases = [
-            ("plain", ints(), "__ldg((const i64*)"),
-            (
-                "bitpack",
-                Values::Int(IntVec::U16((0..3000).collect())),
-                "zf_unpack<u16, u32, 16>",
-            ),
-            ("zigzag | bitpack", ints(), "(z >> 1) ^"),
-            (
-                "constant",
-                Values::Int(IntVec::U8(vec![7; 100])),
-                "return (u8)e.prm[",
-            ),
-            (
-                "dict(codes: bitpack, values: for | bitpack)",
-                ints(),
-                "ZF_ERR_DICT",
-            ),
-            (
-                "for | patch | bitpack",
-                ints(),
-                "zf_lower_bound(pos, cnt, s0)",
-            ),
-            (
-                "delta | for | bitpack",
-                ints(),
-                "if (lane == 31u) wt[warp] = x;",
-            ),
-            (
-                "rle(values: for | bitpack, runs: for | bitpack)",
-                ints(),
-                "ZF_ERR_RLE_SUM",
-            ),
-            (
-                "float2int | for | bitpack",
-                f,
-                "__longlong_as_double((long long)x)",
-            ),
-        ];
-        for (plan, values, needle) in cases {
-            let k = generate(&shape_of(plan, &values)).unwrap_or_else(|e| panic!("{plan}: {e}"));
-            assert!(
-                k.source.contains(needle),
-                "{plan}: no `{needle}` in\n{}",
-                k.source
-            );
-        }
-    }
-
-    /// Values below 2^20 with one in 32 spilling one bit past them.
-    fn spilled() -> Values {
-        Values::Int(IntVec::I64(
-            (0..5000)
-                .map(|i| 1000 + (i * 7919) % (1 << 20) + if i % 32 == 5 { 1 << 20 } else { 0 })
-                .collect(),
-        ))
-    }
-
-    #[test]
-    fn hipatch_roots_decode_lane_by_lane_and_add_exceptions_high_bits() {
-        for (plan, low, reference) in [
-            ("hipatch | bitpack", "zf_n1(e, p)", false),
-            (
-                "for | hipatch | bitpack",
-                "zf_n2(e, p) + (u64)e.prm[2]",
-                true,
-            ),
-        ] {
-            let k = generate(&shape_of(plan, &spilled())).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(k.kind, KernelKind::Tile, "{plan}");
-            let src = &k.source;
-            assert!(
-                src.contains("default: zf_rows<48u>(e, zf_lst, vw, s0, lane);"),
-                "{plan}"
-            );
-            // Partial vectors take the low bits alone; no thread leaves before the barrier.
-            assert!(src.contains(low), "{plan}: no `{low}` in\n{src}");
-            assert!(!src.contains("if (p0 >= len) return;"), "{plan}");
-            // Exceptions found before the low bits, their high bits added after the barrier.
-            let (before, after) = src
-                .split_once("  __syncthreads();\n  // An exception's position lies in its vector, one of the block's.\n  if (hw) {")
-                .unwrap_or_else(|| panic!("{plan}: no exception stores in\n{src}"));
-            let hp = if reference { 1 } else { 0 };
-            let found = before
-                .find(&format!("zf_hp{hp}(e, hv, hj0, hj1);"))
-                .unwrap_or_else(|| panic!("{plan}: exceptions not found first"));
-            assert!(found < before.find("switch (rg)").unwrap_or(0), "{plan}");
-            assert!(
-                after.contains("if (hq != ~0u) atomicAdd((u64*)(zf_lst + (hq - P0)), hx);"),
-                "{plan}"
-            );
-            let full = if reference {
-                "return (u64)zf_n5(e, j) << (u32)e.prm[4];"
-            } else {
-                "return (u64)zf_n4(e, j) << (u32)e.prm[2];"
-            };
-            assert!(src.contains(full), "{plan}: no `{full}` in\n{src}");
-            // Counts summed across the warp; offsets checked in order.
-            assert!(
-                src.contains("s += __shfl_xor_sync(0xffffffffu, s, d);"),
-                "{plan}"
-            );
-            assert!(src.contains("atomicOr(e.err, ZF_ERR_PATCH);"), "{plan}");
-        }
-    }
-
-    #[test]
-    fn hipatch_elsewhere_is_a_stage() {
-        // Under `zigzag` in a tile: low bits to shared memory, then one warp's exceptions.
-        let k = generate(&shape_of("zigzag | hipatch | bitpack", &spilled()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.kind, KernelKind::Tile);
-        assert!(
-            k.source.contains("__shared__ u64 zf_m1[1024]"),
-            "{}",
-            k.source
-        );
-        assert!(
-            k.source.contains("zf_m1[(p) & 1023u] = zf_n2(e, p);"),
-            "{}",
-            k.source
-        );
-        assert!(
-            k.source
-                .contains("zf_m1[(q) & 1023u] = (u64)((((u64)zf_m1[(q) & 1023u]) | h));")
-        );
-        // Under `delta`: a chunk kernel with the low bits in scratch.
-        let k = generate(&shape_of("delta | hipatch | bitpack", &spilled()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.kind, KernelKind::Chunk);
-        assert!(k.nodes[1].scratch.is_some());
-        assert!(
-            k.source
-                .contains("v < (s1 + 1023u) >> 10; v += ZF_THREADS / 32u")
-        );
-        // Side streams that need a stage are read at exception positions: a chunk kernel.
-        let k = generate(&shape_of("hipatch(counts: rle) | bitpack", &spilled()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.kind, KernelKind::Chunk);
-    }
-
-    #[test]
-    fn short_strings_take_the_expansion_with_the_smaller_stage() {
-        // l_shipmode's 4.3 bytes a row fit it, l_shipinstruct's 12.6 do not.
-        assert!(strings::fits_narrow_stage(65_536, 65_536 * 43 / 10));
-        assert!(!strings::fits_narrow_stage(65_536, 65_536 * 126 / 10));
-        assert!(strings::fits_narrow_stage(0, 0));
-        assert!(!strings::fits_narrow_stage(1, u64::from(u32::MAX)));
-        // The edge: an average tile with a quarter more fills the stage, less 16 bytes.
-        let edge = u64::from(strings::STAGE_BYTES_NARROW_STRINGS - 16) * 4 / 5;
-        assert!(strings::fits_narrow_stage(4096, edge));
-        assert!(!strings::fits_narrow_stage(4096, edge + 1));
-        // A `strdict` gets it when its codes' encoding stays below 2^16; entries of one
-        // length, codes that could pass 2^16 and `words` roots do not.
-        let short = byte_strings((0..3000).map(|i| format!("s{}", "x".repeat(i % 9)).into_bytes()));
-        for (plan, values, has) in [
-            ("strdict(codes: radix)", &short, true),
-            ("strdict(codes: bitpack)", &short, true),
-            ("strdict(codes: ans)", &short, false),
-            ("strdict(codes: plain)", &short, false),
-            ("words(codes: bitpack, counts: bitpack)", &texts(), false),
-        ] {
-            let k = generate(&shape_of(plan, values)).unwrap_or_else(|e| panic!("{plan}: {e}"));
-            assert_eq!(k.expand_narrow_smem > 0, has, "{plan}");
-            assert_eq!(
-                k.source.contains(strings::EXPAND_NARROW_NAME),
-                has,
-                "{plan}"
-            );
-            let code_t = if has {
-                "zf_code_t"
-            } else if plan.starts_with("words") {
-                "u16"
-            } else {
-                "u32"
-            };
-            assert!(
-                k.source.contains(&format!("#define ZF_CODE_T {code_t}")),
-                "{plan}"
-            );
-        }
-        let ones = byte_strings((0..3000).map(|i| vec![b'a' + (i % 3) as u8]));
-        let k =
-            generate(&shape_of("strdict(codes: radix)", &ones)).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.expand_narrow_smem, 0);
-    }
-
-    #[test]
-    fn strings_of_one_length_expand_row_by_row() {
-        let mut b = zipflow_core::values::ByteStrings::default();
-        b.offsets.push(0);
-        for i in 0..5000u64 {
-            b.data.push(b"ANR"[(i % 3) as usize]);
-            b.offsets.push(b.data.len() as u64);
-        }
-        let flags = Values::Bytes(b);
-        for plan in ["strdict(codes: radix)", "strdict(codes: bitpack)"] {
-            let shape = shape_of(plan, &flags);
-            assert!(
-                shape.key().contains("for:u32(bitpack(0):u32)"),
-                "{}",
-                shape.key()
-            );
-            let k = generate(&shape).unwrap_or_else(|e| panic!("{plan}: {e}"));
-            for needle in [
-                "tab[2u * s + 1u] = (u32)min((u64)r * L, (u64)claimed);",
-                "const u64 g = at + (u64)r * L;",
-                "((u32*)o)[r] = (u32)(at + (u64)r * L);",
-                "const u8* const src = zf_sdict + zf_dsh",
-            ] {
-                assert!(k.source.contains(needle), "{plan}: no `{needle}`");
-            }
-            // No sums over the rows' lengths, and no shared memory for token positions or
-            // staged codes.
-            assert!(!k.source.contains("zf_scan_excl<u64>(b, &bt)"), "{plan}");
-            assert!(
-                k.source
-                    .contains("#define zf_scode ((ZF_CODE_T*)((u32*)zf_dyn + ZF_STR_OFFS + 0u))")
-            );
-            assert_eq!(k.segment_rows, strings::SEGMENT_ROWS_FIXED, "{plan}");
-        }
-        // Radix codes are peeled a group at a time.
-        let k =
-            generate(&shape_of("strdict(codes: radix)", &flags)).unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            k.source.contains("u32 rest = (u32)(x >> sh)"),
-            "{}",
-            k.source
-        );
-        // One-byte entries: looked up in registers, unchecked where the codes' encoding
-        // cannot pass the dictionary (a base of 3, two bits), whole groups and items
-        // without bounds checks; three blocks a multiprocessor.
-        for (plan, domain, split) in [
-            ("strdict(codes: radix)", "3u <= zf_m", "if (SPLIT && g * "),
-            (
-                "strdict(codes: bitpack)",
-                "4u <= zf_m",
-                "const bool whole = SPLIT && base >= first",
-            ),
-        ] {
-            let k = generate(&shape_of(plan, &flags)).unwrap_or_else(|e| panic!("{e}"));
-            for needle in [
-                domain,
-                split,
-                "st[i] = (u8)zf_pick8(dl, dh, c);",
-                "zf_each1<true>(e,",
-                "__launch_bounds__(ZF_THREADS, 1536 / ZF_THREADS)\nzf_expand",
-            ] {
-                assert!(k.source.contains(needle), "{plan}: no `{needle}`");
-            }
-        }
-        // Other codes (here `for` over bit-packing) are always checked.
-        let k = generate(&shape_of("strdict(codes: for | bitpack)", &flags))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(k.source.contains(" <= 8u && false;"));
-        // Entries of several lengths keep the general expansion.
-        let k = generate(&shape_of("strdict(codes: bitpack)", &texts()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(!k.source.contains("const u64 g = at + (u64)r * L;"));
-    }
-
-    #[test]
-    fn fsst_pieces_decode_a_thread_each_in_the_first_kernel() {
-        for plan in [
-            "plain(bytes: fsst)",
-            "words(dict: plain(bytes: fsst(codes: ans)))",
-        ] {
-            let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
-            let (first, _) = k
-                .source
-                .split_once(strings::EXPAND_NAME)
-                .unwrap_or_else(|| panic!("{plan}: no expansion kernel"));
-            for needle in [
-                "__shared__ u64 zf_fs",
-                "const u32 np = (u32)(((u64)n + (1ull << lg) - 1ull) >> lg);",
-                "if (l == 0u || pos + l > o1) { bad = true; break; }",
-                "if (bad || pos != o1) atomicOr(e.err, ZF_ERR_FSST);",
-            ] {
-                assert!(first.contains(needle), "{plan}: no `{needle}` in\n{first}");
-            }
-            assert!(
-                k.nodes
-                    .iter()
-                    .any(|n| n.op == Op::Fsst && n.scratch.is_some()),
-                "{plan}"
-            );
-        }
-    }
-
-    #[test]
-    fn radix_divides_by_constant_powers_of_its_base() {
-        let v = Values::Int(IntVec::U8((0..5000).map(|i| (i * 7 % 3) as u8).collect()));
-        let shape = shape_of("radix", &v);
-        assert_eq!(shape.key(), "radix(3):u8");
-        let k = generate(&shape).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.kind, KernelKind::Tile);
-        for needle in [
-            "const u32 j = p / 17u, d = p - j * 17u;",
-            "const u64 bit = (u64)j * 27u;",
-            "if (sh + 27u > 32u)",
-            "u32 g = (u32)(x >> sh) & 134217727u;",
-            "if (d & 1u) g /= 3u;",
-            "if (d & 16u) g /= 43046721u;",
-            "return (u8)(g % 3u);",
-        ] {
-            assert!(k.source.contains(needle), "no `{needle}` in\n{}", k.source);
-        }
-        assert!(!k.source.contains("if (d & 32u)"));
-        let k = generate(&shape_of("dict(codes: radix, values: plain)", &v))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(!k.source.contains("zf_rst"));
-        // At the root, alone, under `for` or as a dictionary's codes, a thread takes whole
-        // groups and the block stores its values in order.
-        for (plan, store) in [
-            ("radix", "zf_rst[p - P0] = v;"),
-            (
-                "for | radix",
-                "zf_rst[p - P0] = (u8)((u32)v + (u32)e.prm[2]);",
-            ),
-        ] {
-            let k = generate(&shape_of(plan, &v)).unwrap_or_else(|e| panic!("{plan}: {e}"));
-            for needle in [
-                store,
-                "const u32 q = rest / 3u, p = g * 17u + d;",
-                "o[p] = zf_rst[p - P0];",
-            ] {
-                assert!(
-                    k.source.contains(needle),
-                    "{plan}: no `{needle}` in\n{}",
-                    k.source
-                );
-            }
-        }
-        // Each base its own kernel.
-        let five = Values::Int(IntVec::U8((0..5000).map(|i| (i % 5) as u8).collect()));
-        let k5 = generate(&shape_of("radix", &five)).unwrap_or_else(|e| panic!("{e}"));
-        assert!(k5.source.contains("const u32 j = p / 3u, d = p - j * 3u;"));
-        assert!(k5.source.contains("if (d & 2u) g /= 25u;"));
-    }
-
-    #[test]
-    fn kernel_kinds_follow_the_shape() {
-        let kind = |p: &str| {
-            generate(&shape_of(p, &ints()))
-                .unwrap_or_else(|e| panic!("{p}: {e}"))
-                .kind
-        };
-        assert_eq!(kind("for | bitpack"), KernelKind::Tile);
-        assert_eq!(kind("for | patch | bitpack"), KernelKind::Tile);
-        assert_eq!(
-            kind("dict(codes: bitpack, values: for | bitpack)"),
-            KernelKind::Tile
-        );
-        assert_eq!(kind("delta | for | bitpack"), KernelKind::Chunk);
-        assert_eq!(kind("rle"), KernelKind::Chunk);
-        // A patched dictionary is read at code positions, not output positions.
-        assert_eq!(
-            kind("dict(codes: bitpack, values: for | patch | bitpack)"),
-            KernelKind::Chunk
-        );
-    }
-
-    #[test]
-    fn nested_materialised_nodes_use_shared_memory_in_tiles_and_scratch_in_chunks() {
-        let tile =
-            generate(&shape_of("for | patch | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            tile.source.contains("__shared__ u64 zf_m1[1024]"),
-            "{}",
-            tile.source
-        );
-        assert!(tile.nodes.iter().all(|n| n.scratch.is_none()));
-        let chunk = generate(&shape_of("delta | for | patch | bitpack", &ints()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        // In a chunk kernel, patch is an expression: no buffer, a search for exceptions.
-        assert_eq!(chunk.nodes[2].op, Op::Patch);
-        assert!(chunk.nodes.iter().all(|n| n.scratch.is_none()));
-        assert!(
-            chunk.source.contains("zf_lower_bound(pos, cnt, p)"),
-            "{}",
-            chunk.source
-        );
-        let nested = generate(&shape_of(
-            "zigzag | delta | rle(values: for | bitpack, runs: for | bitpack)",
-            &ints(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-        for (k, op) in [(1, Op::Delta), (2, Op::Rle)] {
-            assert_eq!(nested.nodes[k].op, op);
-            let slot = nested.nodes[k]
-                .scratch
-                .unwrap_or_else(|| panic!("no scratch slot"));
-            assert!(
-                nested
-                    .source
-                    .contains(&format!("(u64*)(e.scratch + e.prm[{slot}])")),
-                "{}",
-                nested.source
-            );
-        }
-        // The root delta writes the output directly.
-        let delta =
-            generate(&shape_of("delta | for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
-        assert!(delta.nodes[0].scratch.is_none());
-        assert!(
-            delta
-                .source
-                .contains("o[p] = (i64)(u64)st[i * ZF_THREADS + threadIdx.x]")
-        );
-    }
-
-    #[test]
-    fn a_root_delta_over_rle_decodes_both_from_sums_over_runs() {
-        let k = generate(&shape_of(
-            "delta | rle(values: for | bitpack, runs: for | bitpack)",
-            &ints(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.kind, KernelKind::Chunk);
-        assert_eq!(k.nodes[1].op, Op::Rle);
-        // No buffer for the runs' expansion, no scan over values.
-        assert!(k.nodes.iter().all(|n| n.scratch.is_none()));
-        assert!(!k.source.contains("zf_st0"), "{}", k.source);
-        assert!(
-            k.source
-                .contains("o[q] = (i64)(u64)(bv.x + bv.y * (u64)q);"),
-            "{}",
-            k.source
-        );
-        assert!(k.source.contains(
-            "rp[zf_rle_slot(threadIdx.x * ZF_RLE_ITEMS + i)] = make_ulonglong2(d - (u64)nv[i] * ((u64)s - (u64)1), (u64)nv[i]);"
-        ));
-        assert!(k.source.contains("dl += (u64)nv[i] * (u64)nl[i];"));
-        // The lengths and the values times the lengths in one block-wide sum.
-        assert!(
-            k.source.contains(
-                "u64 s = carry + (u64)zf_scan_tile2<u64>(ls, dl, &tot, &d, &dtot, flip);"
-            )
-        );
-        assert!(!k.source.contains("zf_scan_tile<"), "{}", k.source);
-        // Each run's start goes to the tile's head map, a thread's bits ORed per word; the
-        // walk counts runs from it. Two maps alternate by tile, each cleared the tile after
-        // it was read.
-        for q in [
-            "__shared__ __align__(16) u32 zf_hd0[2u * ZF_HEAD_BITS / 32u];",
-            "zf_head_clear(zf_hd);\n    zf_head_clear(zf_hd + ZF_HEAD_BITS / 32u);",
-            "u32* const hd = zf_hd + hp;\n      zf_head_clear(zf_hd + (hp ^ ZF_HEAD_BITS / 32u));\n      hp ^= ZF_HEAD_BITS / 32u;",
-            "if (nl[i] != 0u && s - carry < ZF_HEAD_BITS) {",
-            "hm |= 1u << (b & 31u);",
-            "if (hm != 0u) atomicOr(hd + hw, hm);",
-            "zf_rle_walk_heads(rs, hd, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)],",
-        ] {
-            assert!(k.source.contains(q), "{q}: {}", k.source);
-        }
-        assert!(
-            k.source
-                .contains("__launch_bounds__(ZF_THREADS, 2048 / ZF_THREADS)")
-        );
-        // Under another node, `rle` is expanded into its buffer as usual.
-        let k = generate(&shape_of(
-            "rle(values: delta | rle(values: bitpack, runs: bitpack), runs: bitpack)",
-            &ints(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert!(!k.source.contains("zf_rp"), "{}", k.source);
-    }
-
-    #[test]
-    fn delta_and_rle_read_four_neighbouring_values_and_walk_their_runs() {
-        // delta over a dictionary of bit-packed codes: the codes four at a time, each looked
-        // up in the shared dictionary.
-        let k = generate(&shape_of(
-            "delta | dict(codes: bitpack, values: plain)",
-            &ints(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-        let codes = &k.nodes[2];
-        assert_eq!(codes.op, Op::BitPack);
-        assert!(
-            k.source.contains("void zf_q2(const Env& e, u32 p,"),
-            "{}",
-            k.source
-        );
-        assert!(k.source.contains("zf_unpack4<"), "{}", k.source);
-        assert!(k.source.contains("void zf_q1(const Env& e, u32 p, i64* v)"));
-        assert!(
-            k.source
-                .contains("zf_q1(e, threadIdx.x * ZF_DELTA_ITEMS, zq);")
-        );
-        // rle: both children four at a time (the `for` maps its child's four), and every
-        // output position from the walk, not one search each.
-        let k = generate(&shape_of(
-            "rle(values: for | bitpack, runs: for | bitpack)",
-            &ints(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-        for q in [
-            "zf_q1(e, threadIdx.x * ZF_RLE_ITEMS, zq);",
-            "zf_q3(e, threadIdx.x * ZF_RLE_ITEMS, zq);",
-        ] {
-            assert!(k.source.contains(q), "{q}: {}", k.source);
-        }
-        assert!(k.source.contains("zf_q2(e, p, c);"), "{}", k.source);
-        assert!(
-            k.source
-                .contains("zf_rle_walk(rs, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)],")
-        );
-        assert!(!k.source.contains("zf_hd0"), "{}", k.source);
-        // Starts and values go to padded slots (a warp's stores in distinct banks) and are
-        // read back from them.
-        for q in [
-            "rs[zf_rle_slot(threadIdx.x * ZF_RLE_ITEMS + i)] = (u32)min(s, (u64)n);",
-            "rv[zf_rle_slot(threadIdx.x * ZF_RLE_ITEMS + i)] = nv[i];",
-            "= rv[zf_rle_slot(j)]; });",
-            "__shared__ u32 zf_rs0[ZF_RLE_PADDED + 1u];",
-        ] {
-            assert!(k.source.contains(q), "{q}: {}", k.source);
-        }
-        // Plain `rle` sums only its lengths.
-        assert!(
-            k.source
-                .contains("u64 s = carry + (u64)zf_scan_tile<u32>(ls, &tot, flip);")
-        );
-        assert!(!k.source.contains("zf_scan_tile2<"), "{}", k.source);
-        // Other children read value by value behind the same interface.
-        let k = generate(&shape_of("delta | zigzag | bitpack", &ints()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(k.source.contains("v[i] = zf_n1(e, p + i);"), "{}", k.source);
-    }
-
-    #[test]
-    fn same_shape_same_source_and_each_width_its_own() {
-        let a = generate(&shape_of("for | bitpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
-        let same = Values::Int(IntVec::I64((0..70_000).map(|i| 5 + i % 1000).collect()));
-        let b = generate(&shape_of("for | bitpack", &same)).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(a.source, b.source);
-        let wider = Values::Int(IntVec::I64((0..70_000).map(|i| i * 1_000_003).collect()));
-        let c = generate(&shape_of("for | bitpack", &wider)).unwrap_or_else(|e| panic!("{e}"));
-        assert_ne!(a.key, c.key);
-        assert_ne!(a.source, c.source);
-    }
-
-    #[test]
-    fn the_gpu_objective_names_only_primitives_the_gpu_decodes() {
-        for name in zipflow_encodings::gpu_parallel_names() {
-            let enc = zipflow_encodings::by_name(name).unwrap_or_else(|| panic!("{name}"));
-            assert!(Op::from_id(enc.id()).is_ok(), "{name}");
-        }
-    }
-
-    #[test]
-    fn unknown_primitives_are_unsupported_by_name() {
-        let e = Op::from_id(999).map(|_| ());
-        let Err(Error::Unsupported { what, .. }) = e else {
-            panic!("expected Unsupported, got {e:?}")
-        };
-        assert!(what.contains("id 999"), "{what}");
-        // Every primitive the CPU writes has an op.
-        for id in 1..=19 {
-            if zipflow_encodings::by_id(id).is_some() {
-                Op::from_id(id).unwrap_or_else(|e| panic!("{id}: {e}"));
-            }
-        }
-    }
-
-    #[test]
-    fn one_length_strings_run_without_the_first_kernel() {
-        let ones = {
-            let mut b = zipflow_core::values::ByteStrings::default();
-            b.offsets.push(0);
-            for i in 0..5000u64 {
-                b.data.push(b'A' + (i % 3) as u8);
-                b.offsets.push(b.data.len() as u64);
-            }
-            Values::Bytes(b)
-        };
-        for (plan, first) in [
-            ("strdict(codes: radix)", false),
-            ("strdict(codes: bitpack)", false),
-            ("strdict(codes: ans)", true),
-            ("strdict", false),
-        ] {
-            let k = generate(&shape_of(plan, &ones)).unwrap_or_else(|e| panic!("{plan}: {e}"));
-            assert_eq!(k.first_kernel, first, "{plan}");
-            // One-byte entries: each warp stages its own pieces, with no block barrier, and
-            // the offsets go 16 bytes a store.
-            if !first {
-                for n in [
-                    "#define ZF_FIX_PIECE",
-                    "zf_store_from(out, wst, pa, pz, lane, 32u);",
-                    "((uint4*)o)[r / 4u] = make_uint4(w, w + L, w + 2u * L, w + 3u * L);",
-                ] {
-                    assert!(k.source.contains(n), "{plan}: no `{n}`");
-                }
-            }
-        }
-        let k = generate(&shape_of("strdict(codes: bitpack)", &texts()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(k.first_kernel);
-    }
-
-    #[test]
-    fn character_coders_and_blockpack_generate() {
-        let view_of = |plan: &str, v: &Values| {
-            let plan: Plan = plan.parse().unwrap_or_else(|e| panic!("{e}"));
-            let node = encode(&plan, v).unwrap_or_else(|e| panic!("{e}"));
-            node.to_bytes().unwrap_or_else(|e| panic!("{e}"))
-        };
-        // The character coders: a stage in the first kernel, into the dictionary's bytes.
-        for plan in [
-            "plain(bytes: chardict16)",
-            "words(dict: plain(bytes: chartable))",
-        ] {
-            let raw = view_of(plan, &texts());
-            let view = NodeView::parse(&raw).unwrap_or_else(|e| panic!("{e}"));
-            let k = generate(&Shape::of(&view).unwrap_or_else(|e| panic!("{plan}: {e}")))
-                .unwrap_or_else(|e| panic!("{plan}: {e}"));
-            assert_eq!(k.kind, KernelKind::Chunk, "{plan}");
-            assert!(
-                k.source
-                    .contains("if (pos != (u64)r.y) atomicOr(e.err, ZF_ERR_CHAR);"),
-                "{plan}"
-            );
-        }
-        // `blockpack`: fully parallel at the top (a tile kernel), a chunk kernel when its
-        // references need a scan.
-        let k = generate(&shape_of("blockpack", &ints())).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.kind, KernelKind::Tile);
-        assert!(
-            k.source
-                .contains("zf_unpack<u64, u64, 64>(w, vt.y, p & 1023u)")
-        );
-        let k = generate(&shape_of("blockpack(refs: delta | for | bitpack)", &ints()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(k.kind, KernelKind::Chunk);
-    }
-
-    fn byte_strings(rows: impl Iterator<Item = Vec<u8>>) -> Values {
-        let mut b = zipflow_core::values::ByteStrings::default();
-        b.offsets.push(0);
-        for r in rows {
-            b.data.extend_from_slice(&r);
-            b.offsets.push(b.data.len() as u64);
-        }
-        Values::Bytes(b)
-    }
-
-    fn texts() -> Values {
-        byte_strings(
-            (0..3000u64).map(|i| format!("word{} and {} more. ", i % 40, i % 7).into_bytes()),
-        )
-    }
-
-    #[test]
-    fn string_roots_write_a_segment_table_and_expand_segments() {
-        let cases = [
-            ("plain", "out[at + B0 + bc + x] = zf_n3(e, B0 + bc + x);"),
-            // Bit-packed codes are staged lane by lane; bytes are assembled a word at a time.
-            (
-                "strdict(codes: bitpack)",
-                "if (whole || p < cnt) f(p, (u32)(win >> sh) & mask);",
-            ),
-            ("strdict(codes: bitpack)", "__funnelshift_l(t0, t1, nb)"),
-            (
-                "strdict(codes: bitpack)",
-                "st[x - w0] = zf_sdict[zf_dsh2 + so[j] + (x - q)];",
-            ),
-            (
-                "strdict(codes: ans)",
-                "zf_ans_renorm(x, act, pos, win, bad);",
-            ),
-            (
-                "words(codes: ans, counts: ans)",
-                "f(i, (u32)zf_n6(e, first + i));",
-            ),
-            // With every entry packed, a token's length is one load in the segment sums and
-            // in the tiles, and a code past the dictionary is found from the largest.
-            (
-                "strdict(codes: bitpack)",
-                "cmax = max(cmax, c); b += zf_soff[min(c, zf_m2)] >> 24;",
-            ),
-            (
-                "words(codes: bitpack, counts: bitpack)",
-                "zf_cmax = max(zf_cmax, in ? c : 0u);",
-            ),
-            (
-                "words(codes: bitpack, counts: bitpack)",
-                "if (tseg != 0u && zf_cmax >= zf_m2) atomicOr(e.err, ZF_ERR_DICT);",
-            ),
-        ];
-        for (plan, needle) in cases {
-            let k = generate(&shape_of(plan, &texts())).unwrap_or_else(|e| panic!("{plan}: {e}"));
-            assert_eq!(k.kind, KernelKind::Chunk, "{plan}");
-            let rows = if plan.starts_with("words") {
-                strings::SEGMENT_ROWS
-            } else {
-                strings::SEGMENT_ROWS_STRINGS
-            };
-            assert_eq!(k.segment_rows, rows, "{plan}");
-            // A `words` block takes several segments in turn, its dictionary staged once.
-            let looped = "for (u32 seg = seg0; seg < min(seg0 + 8u, zf_nseg); ++seg) {";
-            if plan.starts_with("words") {
-                assert_eq!(k.segments_per_block, strings::WORDS_SEGMENTS_PER_BLOCK);
-                assert!(k.source.contains(looped), "{plan}");
-                assert!(
-                    k.source
-                        .contains("__launch_bounds__(ZF_THREADS, 1024 / ZF_THREADS)")
-                );
-            } else {
-                assert_eq!(k.segments_per_block, 1, "{plan}");
-                assert!(k.source.contains("const u32 seg = seg0;"), "{plan}");
-            }
-            // Codes bit-packed in at most 16 bits: a `words` tile stages them as `u16` and
-            // takes eight tokens a thread, in a larger stage; a `strdict` has a second
-            // expansion with a smaller stage and its codes as `u16`, three blocks a
-            // multiprocessor.
-            let narrow_dict = plan.starts_with("strdict(codes: bitpack");
-            let narrow = plan.starts_with("words(codes: bitpack") || narrow_dict;
-            let stage = if narrow && !narrow_dict {
-                strings::STAGE_BYTES_NARROW
-            } else if plan.starts_with("words") {
-                strings::STAGE_BYTES
-            } else {
-                strings::STAGE_BYTES_STRINGS
-            };
-            assert_eq!(
-                k.source.contains("#define ZF_CODE_T u16"),
-                narrow && !narrow_dict,
-                "{plan}"
-            );
-            assert_eq!(
-                k.source.contains("zf_cq0.x & 0xffffu, zf_cq0.x >> 16"),
-                narrow,
-                "{plan}"
-            );
-            // The segment table comes from the row index when the chunk has one.
-            assert!(
-                k.source
-                    .contains("zf_copy_table((const u32*)(e.in + given), tab, 2u * (nseg + 1u));"),
-                "{plan}"
-            );
-            assert!(k.expand_smem >= stage, "{plan}");
-            if narrow_dict {
-                let narrow_stage = strings::STAGE_BYTES_NARROW_STRINGS;
-                for n in [
-                    "#define ZF_STR_STAGE zf_stage_t".to_string(),
-                    format!("#define ZF_STAGE_WIDE {stage}u"),
-                    format!("#define ZF_STAGE_NARROW {narrow_stage}u"),
-                    "template <u32 zf_stage_t, typename zf_code_t>\n__device__ __forceinline__ void zf_expand_t("
-                        .to_string(),
-                    "#define ZF_CODE_T zf_code_t".to_string(),
-                    "if constexpr (sizeof(ZF_CODE_T) == 2u) {".to_string(),
-                    "__launch_bounds__(ZF_THREADS)\nzf_expand(".to_string(),
-                    "zf_expand_t<ZF_STAGE_WIDE, u32>(in, out, scratch, prm, work, err);".to_string(),
-                    "__launch_bounds__(ZF_THREADS, 1536 / ZF_THREADS)\nzf_expand_n(".to_string(),
-                    "zf_expand_t<ZF_STAGE_NARROW, u16>(in, out, scratch, prm, work, err);".to_string(),
-                ] {
-                    assert!(k.source.contains(&n), "{plan}: {n}");
-                }
-                // Three blocks (and their static shared memory) fit a multiprocessor's 228
-                // KiB, a KiB of each reserved.
-                assert!(k.expand_narrow_smem >= narrow_stage, "{plan}");
-                assert!(
-                    3 * (k.expand_narrow_smem + 2048 + 1024) <= 228 * 1024,
-                    "{plan}"
-                );
-                assert!(k.expand_smem > k.expand_narrow_smem, "{plan}");
-            } else {
-                assert!(
-                    k.source.contains(&format!("#define ZF_STR_STAGE {stage}u")),
-                    "{plan}"
-                );
-                assert_eq!(k.expand_narrow_smem, 0, "{plan}");
-                assert!(!k.source.contains(strings::EXPAND_NARROW_NAME), "{plan}");
-            }
-            let (first, second) = k
-                .source
-                .split_once(strings::EXPAND_NAME)
-                .unwrap_or_else(|| panic!("{plan}: no expansion kernel"));
-            assert!(first.contains(KERNEL_NAME), "{plan}");
-            // The first kernel writes the table; the second reads it and writes the strings.
-            assert!(
-                first.contains(
-                    "tab[2u * ((j0 + threadIdx.x) / parts) + 1u] = (u32)min(t, (u64)claimed);"
-                ),
-                "{plan}"
-            );
-            // A `strdict` tile of entries of at most 8 or 24 bytes takes one step a token (of
-            // three or seven words); a `words` tile one of five words for tokens of at most 16.
-            for n in [
-                "const bool zf_short = __syncthreads_and(zf_lmax2 <= 8u);",
-                "const bool zf_mid = __syncthreads_and(zf_lmax2 <= 24u);",
-                "d6 = dw[wa + 6u];",
-            ] {
-                assert_eq!(
-                    k.source.contains(n),
-                    plan.starts_with("strdict"),
-                    "{plan}: {n}"
-                );
-            }
-            // A thread's codes come in 16-byte loads (four a thread of a `words` tile, or
-            // eight as `u16`, eight of a `strdict` or `plain` one), and a tile's sum takes one
-            // barrier.
-            let last_quad = if plan.starts_with("words") {
-                "const uint4 zf_cq0 = ((const uint4*)codes)[1u * threadIdx.x + 0u];"
-            } else {
-                "const uint4 zf_cq1 = ((const uint4*)codes)[2u * threadIdx.x + 1u];"
-            };
-            for n in [last_quad, "p0 = zf_scan_tile<u64>(lsum, &ttot, zf_flip);"] {
-                assert!(k.source.contains(n), "{plan}: {n}");
-            }
-            assert_eq!(
-                k.source.contains("#define ZF_TOK_ITEMS 8u"),
-                !plan.starts_with("words") || narrow,
-                "{plan}"
-            );
-            assert_eq!(
-                k.source
-                    .contains("zf_short = false, zf_mid = __syncthreads_and(zf_lmax2 <= 16u);"),
-                plan.starts_with("words"),
-                "{plan}"
-            );
-            // A `words` thread stores its rows' offsets once, 16 bytes at a time where they
-            // are aligned, and its lanes read only the dictionary words of their tokens.
-            assert_eq!(
-                second.contains("if (nw > 1u) d1 = dw[wa + 1u];"),
-                plan.starts_with("words"),
-                "{plan}"
-            );
-            let offsets = if plan.starts_with("words") {
-                "__stcs((uint4*)((u32*)o + rb) + 0, make_uint4(b + ro[0], b + ro[1], b + ro[2], b + ro[3]));"
-            } else {
-                "__stcs((u32*)o + r0 + tt + x, (u32)v);"
-            };
-            for n in [
-                "const u32 T1 = tab[2u * seg + 2u], B1 = tab[2u * seg + 3u];",
-                offsets,
-            ] {
-                assert!(second.contains(n), "{plan}: no `{n}` in\n{second}");
-            }
-            // A tile's bytes go by bulk copy.
-            assert_eq!(
-                second.contains("zf_store_bulk(out, zf_stage, g, g + ttot);"),
-                !plan.starts_with("plain"),
-                "{plan}"
-            );
-            // Narrow `words` codes are staged eight a thread, from a multiple of eight.
-            assert_eq!(
-                second.contains("if (seg_codes) zf_codes8_1(e, T0 - za, T1 - T0 + za, zf_scode);"),
-                narrow && !narrow_dict,
-                "{plan}"
-            );
-            assert!(
-                k.source.contains(needle),
-                "{plan}: no `{needle}` in\n{}",
-                k.source
-            );
-        }
-        // Dictionaries get a scratch region for their offsets, which the expansion reads.
-        let k = generate(&shape_of("strdict", &texts())).unwrap_or_else(|e| panic!("{e}"));
-        assert!(k.nodes[2].scratch.is_some());
-        assert!(
-            k.source
-                .contains("zf_m2 < ZF_STR_OFFS ? zf_soff : zf_goff2")
-        );
-        // Entries are looked up packed (offset and length in one word) in shared memory.
-        assert!(
-            k.source
-                .contains("zf_entry(zf_m2 < ZF_STR_OFFS, zf_goff2, c, so[j], sl[j]);")
-        );
-        // Staged bytes are stored 16 bytes at a time, marked to be evicted first (the output
-        // is not read again by the decoder), and so are the offsets.
-        assert!(k.source.contains("__stcs(gw + y, sw[y]);"));
-    }
-}
+mod tests;

@@ -7,6 +7,10 @@
 //! [`decode`] uploads the compressed bytes from pinned memory, overlapping copies with
 //! kernels on two streams, and launches one kernel per shape over all chunks of that shape.
 //!
+//! [`ops`] holds one module per GPU op (its descriptor slots, its host fill and the CUDA it
+//! emits) and maps encoding ids to ops; [`arrow`] turns GPU-decoded columns into Arrow
+//! record batches.
+//!
 //! `cudarc` loads the CUDA driver and NVRTC dynamically, so this crate builds and its tests
 //! run on machines without CUDA; [`Gpu::open`] then fails with `no usable GPU: <why>`.
 //!
@@ -28,10 +32,12 @@
 //! code for gives an `Unsupported` error naming it, and callers decode it on the CPU.
 //! Validity (null) streams are small and stay on the CPU.
 
+pub mod arrow;
 pub mod cache;
 pub mod codegen;
 pub mod decode;
 pub mod device;
+pub mod ops;
 pub mod shape;
 
 pub use decode::{

@@ -658,22 +658,53 @@ impl ZfFile {
         }
         let mut values = scratch.take(ptype);
         zipflow_encodings::decode(&node, &mut values, scratch)?;
-        if meta.validity_len == 0 {
-            return Ok((values, None));
-        }
-        let node = NodeView::parse(validity_bytes)?;
-        if node.ptype != PType::U8 || node.len != rows {
-            return Err(Error::corrupt(format!(
-                "validity tree holds {} {} values, expected {rows} u8 values",
-                node.len, node.ptype
-            )));
-        }
-        let mut flags = scratch.take(PType::U8);
-        zipflow_encodings::decode(&node, &mut flags, scratch)?;
-        let validity = validity_from_u8(&flags, meta.stats.null_count);
-        scratch.give(flags);
-        Ok((values, Some(validity?)))
+        let validity = decode_validity(validity_bytes, meta, scratch)?;
+        Ok((values, validity))
     }
+
+    /// Reads the validity of chunk `chunk` of column `col` (`None` when the chunk has no
+    /// nulls), checked as [`ZfFile::read_chunk`] checks it: for readers that decode the
+    /// values elsewhere (on a GPU). Every error names file, column and chunk.
+    pub fn read_validity(
+        &self,
+        col: usize,
+        chunk: usize,
+        scratch: &mut Scratch,
+    ) -> Result<Option<Validity>> {
+        let (payload, meta) = self.chunk_payload(col, chunk)?;
+        let validity_bytes = payload
+            .get(meta.values_len as usize..)
+            .ok_or_else(|| Error::corrupt("validity tree outside the chunk payload"));
+        validity_bytes
+            .and_then(|b| decode_validity(b, meta, scratch))
+            .map_err(|e| self.locate(e, col, chunk))
+    }
+}
+
+/// Decodes a chunk's validity tree (`bytes`, after its values tree) into flags, checked to
+/// hold one 0 or 1 per row and as many zeros as the statistics' null count; `None` when the
+/// chunk has none.
+fn decode_validity(
+    bytes: &[u8],
+    meta: &ChunkMeta,
+    scratch: &mut Scratch,
+) -> Result<Option<Validity>> {
+    if meta.validity_len == 0 {
+        return Ok(None);
+    }
+    let rows = meta.rows as usize;
+    let node = NodeView::parse(bytes)?;
+    if node.ptype != PType::U8 || node.len != rows {
+        return Err(Error::corrupt(format!(
+            "validity tree holds {} {} values, expected {rows} u8 values",
+            node.len, node.ptype
+        )));
+    }
+    let mut flags = scratch.take(PType::U8);
+    zipflow_encodings::decode(&node, &mut flags, scratch)?;
+    let validity = validity_from_u8(&flags, meta.stats.null_count);
+    scratch.give(flags);
+    validity.map(Some)
 }
 
 /// Turns a decoded validity stream into flags, checking that it holds only 0 and 1 and exactly

@@ -2,8 +2,7 @@
 //! path of `zipflow decompress --device gpu`.
 
 use anyhow::{Context, Result, bail};
-use arrow::array::ArrayRef;
-use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use arrow::record_batch::RecordBatch;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use zipflow_core::{PType, Values};
@@ -663,87 +662,9 @@ pub fn bench(
     Ok(timings)
 }
 
-/// All row groups of `zf` as record batches, columns decoded on GPU `device` (each column
-/// whole, then cut into row groups); validity, and columns whose plans the GPU does not
-/// decode (a composition the code generator has no code for), on the CPU.
+/// All row groups of `zf` as record batches, columns decoded on GPU `device` (see
+/// [`zipflow_cuda::arrow::read_batches`]).
 pub fn read_batches(zf: &ZfFile, device: usize) -> Result<Vec<RecordBatch>> {
     let gpu = Gpu::open(device)?;
-    let schema = zf.arrow_schema();
-    let chunks = zf.num_chunks();
-    let rows: Vec<usize> = (0..chunks)
-        .map(|i| {
-            let first = i as u64 * zf.chunk_rows();
-            zf.chunk_rows().min(zf.num_rows() - first) as usize
-        })
-        .collect();
-    // Per column: the decoded chunks, or None for columns left to the CPU.
-    let mut decoded: Vec<Option<Vec<Values>>> = Vec::with_capacity(zf.columns().len());
-    for (c, meta) in zf.columns().iter().enumerate() {
-        match zipflow_cuda::decode_column_to_host(&gpu, zf, c) {
-            Ok(values) => {
-                decoded.push(Some(zipflow_cuda::decode::split_chunks(&values, &rows)?));
-            }
-            // A primitive the GPU does not decode yet: this column stays on the CPU.
-            Err(zipflow_core::Error::Unsupported { .. }) => decoded.push(None),
-            Err(e) => {
-                return Err(anyhow::Error::from(e))
-                    .with_context(|| format!("decoding column `{}` on the GPU", meta.name));
-            }
-        }
-    }
-    let mut scratch = Scratch::default();
-    let mut batches = Vec::with_capacity(chunks);
-    for (i, &n) in rows.iter().enumerate() {
-        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(decoded.len());
-        for (c, col) in decoded.iter_mut().enumerate() {
-            let array = match col {
-                Some(parts) => {
-                    let values = std::mem::replace(&mut parts[i], Values::empty(PType::U8));
-                    let validity = read_validity(zf, c, i)?;
-                    let field = schema.field(c);
-                    zipflow_format::arrow::from_column(
-                        field,
-                        zf.columns()[c].column_type,
-                        values,
-                        validity,
-                    )?
-                }
-                None => zf.read_array(c, i, &mut scratch)?,
-            };
-            arrays.push(array);
-        }
-        let options = RecordBatchOptions::new().with_row_count(Some(n));
-        batches.push(RecordBatch::try_new_with_options(
-            schema.clone(),
-            arrays,
-            &options,
-        )?);
-    }
-    Ok(batches)
-}
-
-/// The validity of chunk `chunk` of column `col`, decoded on the CPU (`None` without nulls).
-fn read_validity(zf: &ZfFile, col: usize, chunk: usize) -> Result<Option<Vec<bool>>> {
-    let (payload, meta) = zf.chunk_payload(col, chunk)?;
-    if meta.validity_len == 0 {
-        return Ok(None);
-    }
-    let bytes = payload
-        .get(meta.values_len as usize..)
-        .context("validity tree outside the chunk payload")?;
-    let flags = zipflow_encodings::decode_bytes(bytes)?;
-    let Values::Int(zipflow_core::IntVec::U8(flags)) = flags else {
-        bail!("validity stream of column {col} chunk {chunk} is not u8");
-    };
-    if flags.len() != meta.rows as usize || flags.iter().any(|&f| f > 1) {
-        bail!("corrupt validity stream in column {col} chunk {chunk}");
-    }
-    let nulls = flags.iter().filter(|&&f| f == 0).count() as u64;
-    if nulls != meta.stats.null_count {
-        bail!(
-            "validity stream of column {col} chunk {chunk} has {nulls} nulls, the statistics say {}",
-            meta.stats.null_count
-        );
-    }
-    Ok(Some(flags.iter().map(|&f| f == 1).collect()))
+    Ok(zipflow_cuda::arrow::read_batches(&gpu, zf)?)
 }

@@ -3,11 +3,9 @@
 //! `hipatch` and `radix` folded into the unpacking. Shapes with a materialised node take the
 //! generic body in [`super::generate`] instead.
 
-use super::{
-    DICT_SHARED, Gen, KernelKind, NodeSlots, TILE_THREADS, TILE_VECTORS, acc, ctype, stage_below,
-};
+use super::{Gen, KernelKind, NodeSlots, TILE_THREADS, TILE_VECTORS, ctype, width_expr};
 use crate::shape::Op;
-use zipflow_core::{Error, PType, Result};
+use zipflow_core::Result;
 
 /// The body of a tile kernel for `bitpack` or `for | bitpack` over 32- or 64-bit words,
 /// decoded lane by lane as FastLanes lays them out, with the device function it calls: each
@@ -57,33 +55,7 @@ pub(super) fn lane_body(g: &Gen<'_>, kind: KernelKind) -> Result<Option<(String,
         None => String::new(),
     };
     let w = width_expr(bp);
-    let rows = format!(
-        r#"
-// Rows R0 .. R0 + 15 of this thread's lane of a full vector.
-template <u32 R0>
-__device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
-                                        const {word}* __restrict__ vw, u32 p0, u32 lane) {{
-  const u32 W = {w};
-  const {word} mask = W == {bits}u ? ~({word})0 : ((({word})1 << W) - ({word})1);
-  // The lane's current word stays in a register; each word is loaded once.
-  u32 k = (R0 * W) / {bits}u;
-  {word} cur = __ldg(vw + {lanes}u * k);
-#pragma unroll
-  for (u32 i = 0u; i < 16u; ++i) {{
-    const u32 row = R0 + i, sh = (row * W) % {bits}u;
-    {word} x = cur >> sh;
-    if (sh + W >= {bits}u) {{
-      ++k;
-      const {word} next = k < W ? __ldg(vw + {lanes}u * k) : ({word})0;
-      if (sh + W > {bits}u) x |= next << ({bits}u - sh);
-      cur = next;
-    }}
-    const u32 g = row >> 3, fl = ((g & 1u) << 2) | (g & 2u) | (g >> 2);
-    o[p0 + (row & 7u) * 128u + fl * 16u + lane] = ({t})((x & mask){add});
-  }}
-}}
-"#
-    );
+    let rows = lane_rows(t, word, bits, lanes, &w, &add);
     // Which vector of the block, which row group (warp-uniform) and which lane; the rows go
     // to the block's stage, at the vector's place `s0` in it.
     let (place, groups) = if bytes == 4 {
@@ -127,6 +99,109 @@ __device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
         );
         return Ok(Some((rows, body)));
     };
+    let parts = LaneParts {
+        t,
+        word,
+        lanes,
+        w: &w,
+        add: &add,
+        place,
+        groups,
+        off: bp.base + 1,
+        bpi,
+    };
+    Ok(Some(hipatch_lanes(&parts, nodes, h, rows)))
+}
+
+/// The declaration of a tile kernel's stage `zf_lst`: the block's values in shared memory,
+/// in order, for [`stage_store`].
+pub(crate) fn stage_decl(t: &str) -> String {
+    format!(
+        "// The block's values are decoded into a stage in shared memory, in order, and\n  \
+         // stored from there (by one bulk copy where the device has it).\n  \
+         __shared__ __align__(128) {t} zf_lst[ZF_TILE_VECTORS * 1024u];"
+    )
+}
+
+/// The statements that store a tile kernel's stage `st` (the values from position `P0` on)
+/// at the end of the block. Stored by a bulk copy, and not row by row by the threads that
+/// decoded them, the output goes to device memory as the block's whole run of bytes,
+/// evict-first; the block waits only until the copy has read its stage. On the H200 this
+/// took TPC-H SF10's lane-by-lane columns 2-7 % faster; where a chunk's output is not 16-byte
+/// aligned, and each row of a warp would straddle two lines, the block's consecutive stores
+/// from the stage made them 25-60 % faster.
+pub(crate) fn stage_store(st: &str) -> String {
+    format!(
+        "  zf_bulk_fence();\n  __syncthreads();\n  \
+         zf_store_values(o + P0, {st}, min(len - P0, ZF_TILE_VECTORS * 1024u));\n"
+    )
+}
+
+/// `zf_rows<R0>`: rows `R0 .. R0 + 15` of a thread's lane of a full vector of `word`s packed
+/// `w` bits wide (`lanes` lanes of `bits`-bit words), each plus `add`, to the stage.
+fn lane_rows(t: &str, word: &str, bits: u32, lanes: u32, w: &str, add: &str) -> String {
+    format!(
+        r#"
+// Rows R0 .. R0 + 15 of this thread's lane of a full vector.
+template <u32 R0>
+__device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
+                                        const {word}* __restrict__ vw, u32 p0, u32 lane) {{
+  const u32 W = {w};
+  const {word} mask = W == {bits}u ? ~({word})0 : ((({word})1 << W) - ({word})1);
+  // The lane's current word stays in a register; each word is loaded once.
+  u32 k = (R0 * W) / {bits}u;
+  {word} cur = __ldg(vw + {lanes}u * k);
+#pragma unroll
+  for (u32 i = 0u; i < 16u; ++i) {{
+    const u32 row = R0 + i, sh = (row * W) % {bits}u;
+    {word} x = cur >> sh;
+    if (sh + W >= {bits}u) {{
+      ++k;
+      const {word} next = k < W ? __ldg(vw + {lanes}u * k) : ({word})0;
+      if (sh + W > {bits}u) x |= next << ({bits}u - sh);
+      cur = next;
+    }}
+    const u32 g = row >> 3, fl = ((g & 1u) << 2) | (g & 2u) | (g >> 2);
+    o[p0 + (row & 7u) * 128u + fl * 16u + lane] = ({t})((x & mask){add});
+  }}
+}}
+"#
+    )
+}
+
+/// What a tile kernel's lane-by-lane body needs of its shape (see [`lane_body`]).
+struct LaneParts<'a> {
+    t: &'a str,
+    word: &'a str,
+    lanes: u32,
+    w: &'a str,
+    add: &'a str,
+    place: &'a str,
+    groups: &'a str,
+    off: usize,
+    bpi: usize,
+}
+
+/// The rows and body of a lane-by-lane tile kernel over `hipatch` node `h`: the low bits as
+/// in [`lane_body`], one warp per vector finding its exceptions meanwhile and adding their
+/// high bits after a barrier.
+fn hipatch_lanes(
+    p: &LaneParts<'_>,
+    nodes: &[NodeSlots],
+    h: usize,
+    rows: String,
+) -> (String, String) {
+    let LaneParts {
+        t,
+        word,
+        lanes,
+        w,
+        add,
+        place,
+        groups,
+        off,
+        bpi,
+    } = *p;
     let hn = &nodes[h];
     let high = hn.children[3];
     let rows = format!(
@@ -183,328 +258,8 @@ __device__ __forceinline__ {word} zf_hpx(const Env& e, u32 v, u32 j, u32 j0, u32
     }}
   }}
 {store}"#,
-        off = bp.base + 1,
         stage = stage_decl(t),
         store = stage_store("zf_lst"),
     );
-    Ok(Some((rows, body)))
-}
-
-/// The declaration of a tile kernel's stage `zf_lst`: the block's values in shared memory,
-/// in order, for [`stage_store`].
-fn stage_decl(t: &str) -> String {
-    format!(
-        "// The block's values are decoded into a stage in shared memory, in order, and\n  \
-         // stored from there (by one bulk copy where the device has it).\n  \
-         __shared__ __align__(128) {t} zf_lst[ZF_TILE_VECTORS * 1024u];"
-    )
-}
-
-/// The statements that store a tile kernel's stage `st` (the values from position `P0` on)
-/// at the end of the block. Stored by a bulk copy, and not row by row by the threads that
-/// decoded them, the output goes to device memory as the block's whole run of bytes,
-/// evict-first; the block waits only until the copy has read its stage. On the H200 this
-/// took TPC-H SF10's lane-by-lane columns 2-7 % faster; where a chunk's output is not 16-byte
-/// aligned, and each row of a warp would straddle two lines, the block's consecutive stores
-/// from the stage made them 25-60 % faster.
-fn stage_store(st: &str) -> String {
-    format!(
-        "  zf_bulk_fence();\n  __syncthreads();\n  \
-         zf_store_values(o + P0, {st}, min(len - P0, ZF_TILE_VECTORS * 1024u));\n"
-    )
-}
-
-/// The body of a tile kernel for `radix` or `for | radix`: each thread takes whole groups,
-/// one or two loads for `m` values, and peels their digits with one constant division each
-/// into shared memory; the block then stores its vectors in order. `None` for other shapes.
-/// (By the threads: a bulk copy of the stage, as in [`stage_store`], ran 3-7 % slower for
-/// these shapes on the H200.)
-///
-/// `dict` with `radix` codes keeps the value-by-value body: staged the same way (the
-/// dictionary in shared memory beside the block's values) it ran 6 % slower on the H200
-/// (l_quantity, 2,242 against 2,379 GB/s).
-pub(super) fn radix_groups_body(
-    nodes: &[NodeSlots],
-    kind: KernelKind,
-) -> Result<Option<(String, String)>> {
-    if kind != KernelKind::Tile {
-        return Ok(None);
-    }
-    let root = &nodes[0];
-    let t = ctype(root.ptype)?;
-    let a = acc(root.ptype);
-    let (ri, value) = match nodes {
-        [r] if r.op == Op::Radix => (0, "v".to_string()),
-        [f, r] if f.op == Op::For && r.op == Op::Radix => {
-            (1, format!("({t})(({a})v + ({a})e.prm[{}])", f.base + 1))
-        }
-        _ => return Ok(None),
-    };
-    let r = &nodes[ri];
-    let Some(base) = r.width.filter(|b| (2..=255).contains(b)) else {
-        return Ok(None);
-    };
-    let (m, k) = zipflow_encodings::radix::layout(base);
-    let group = radix_group(base);
-    let body = format!(
-        r#"  (void)vec;
-  const u32 P0 = vec * 1024u, P1 = min(P0 + ZF_TILE_VECTORS * 1024u, len);
-  if (P0 >= len) return;
-  // radix({base}): {m} digits in {k} bits a group; the block's values staged in order.
-  __shared__ {t} zf_rst[ZF_TILE_VECTORS * 1024u];
-  const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
-  const u32 G1 = (P1 + {m}u - 1u) / {m}u;
-  for (u32 g = P0 / {m}u + threadIdx.x; g < G1; g += ZF_THREADS) {{
-{group}#pragma unroll
-    for (u32 d = 0u; d < {m}u; ++d) {{
-      const u32 q = rest / {base}u, p = g * {m}u + d;
-      const u32 v = rest - q * {base}u;
-      if (p >= P0 && p < P1) zf_rst[p - P0] = {value};
-      rest = q;
-    }}
-  }}
-  __syncthreads();
-  for (u32 p = P0 + threadIdx.x; p < P1; p += ZF_THREADS) o[p] = zf_rst[p - P0];
-"#,
-        off = r.base + 1,
-    );
-    Ok(Some((String::new(), body)))
-}
-
-/// The lines that load group `g` of a `radix(base)` stream of 32-bit words `w` into `rest`
-/// (its `k` bits, from one or two words), four spaces in.
-pub(super) fn radix_group(base: u32) -> String {
-    let (_, k) = zipflow_encodings::radix::layout(base);
-    let mask = if k == 32 { u32::MAX } else { (1u32 << k) - 1 };
-    format!(
-        r#"    const u64 bit = (u64)g * {k}u;
-    const u32* gw = w + (bit >> 5);
-    const u32 sh = (u32)bit & 31u;
-    u64 x = __ldg(gw);
-    if (sh + {k}u > 32u) x |= (u64)__ldg(gw + 1) << 32;
-    u32 rest = (u32)(x >> sh) & {mask}u;
-"#
-    )
-}
-
-/// The body of a tile kernel for `dict` with bit-packed 8-, 16- or 32-bit codes and a
-/// dictionary read from shared memory (`prologue` loads it): the codes are unpacked lane by
-/// lane as in [`lane_body`] (rows as template constants, each word loaded once) and looked up
-/// as they come, into the block's stage. Per vector of 64 threads: 8-bit codes have 128
-/// lanes of 8 rows (two lanes a thread: neighbouring ones for 8-byte values, so a row is one
-/// 16-byte store), 16-bit codes 64 lanes of 16 rows, 32-bit codes 32 lanes in two groups of
-/// 16 rows.
-/// `None` for other shapes.
-pub(super) fn dict_lane_body(
-    nodes: &[NodeSlots],
-    kind: KernelKind,
-    prologue: &str,
-) -> Result<Option<(String, String)>> {
-    if kind != KernelKind::Tile || TILE_THREADS != 256 || TILE_VECTORS != 4 {
-        return Ok(None);
-    }
-    let root = &nodes[0];
-    let (Some(&codes), Some(&values)) = (root.children.first(), root.children.get(1)) else {
-        return Ok(None);
-    };
-    let cn = &nodes[codes];
-    if root.op != Op::Dict || cn.op != Op::BitPack || stage_below(nodes, values, kind) {
-        return Ok(None);
-    }
-    let (word, bits) = match cn.ptype {
-        PType::U8 => ("u8", 8u32),
-        PType::U16 => ("u16", 16),
-        PType::U32 => ("u32", 32),
-        _ => return Ok(None),
-    };
-    let lanes = 1024 / bits;
-    let t = ctype(root.ptype)?;
-    let w = width_expr(cn);
-    let vlen = nodes[values].base;
-    let rows = format!(
-        r#"
-// Rows R0 .. R0 + NR - 1 of this thread's lane of a full vector of codes, looked up.
-template <u32 R0, u32 NR>
-__device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
-                                        const {word}* __restrict__ vw, u32 p0, u32 lane, u32 n) {{
-  const u32 W = {w};
-  const u32 mask = W == 32u ? 0xffffffffu : ((1u << W) - 1u);
-  u32 k = (R0 * W) / {bits}u;
-  u32 cur = __ldg(vw + {lanes}u * k);
-#pragma unroll
-  for (u32 i = 0u; i < NR; ++i) {{
-    const u32 row = R0 + i, sh = (row * W) % {bits}u;
-    u32 x = cur >> sh;
-    if (sh + W >= {bits}u) {{
-      ++k;
-      const u32 next = k < W ? (u32)__ldg(vw + {lanes}u * k) : 0u;
-      if (sh + W > {bits}u) x |= next << ({bits}u - sh);
-      cur = next;
-    }}
-    const u32 c = x & mask;
-    const u32 g = row >> 3, fl = ((g & 1u) << 2) | (g & 2u) | (g >> 2);
-    {t} v;
-    if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); v = ({t})0; }}
-    else v = n <= {DICT_SHARED}u ? zf_d0[c] : zf_n{values}(e, c);
-    o[p0 + (row & 7u) * 128u + fl * 16u + lane] = v;
-  }}
-}}
-"#
-    );
-    // Byte codes of 8-byte values: each thread takes two neighbouring lanes, so their codes
-    // are one 16-bit load a word and their values one 16-byte store a row. The width is
-    // compiled in (a shape's always is, for a valid one), so a thread's code words are
-    // loaded before the block's barrier after the dictionary, their latency overlapping its
-    // staging, and still index registers.
-    let pairs = bits == 8 && root.ptype.byte_width() == 8 && cn.width.is_some();
-    let rows = if pairs {
-        format!(
-            r#"{rows}
-// The code words of lanes 2m and 2m + 1 of a full vector of byte codes (`vb`, the vector's
-// words, 2-byte aligned), one 16-bit word a step of 8 bits.
-__device__ __forceinline__ void zf_load2(const u8* __restrict__ vb, u32 m, u32 (&wd)[8]) {{
-  const u16* __restrict__ w2 = (const u16*)vb + m;
-#pragma unroll
-  for (u32 k = 0u; k < 8u; ++k) wd[k] = k < {w} ? (u32)__ldg(w2 + 64u * k) : 0u;
-}}
-
-// Rows 0 .. 7 of lanes 2m and 2m + 1 of a full vector of byte codes (their words), looked up
-// and stored as pairs (`o` + p0 16-byte aligned: the block's stage).
-__device__ __forceinline__ void zf_rows2(const Env& e, {t}* __restrict__ o,
-                                         const u32 (&wd)[8], u32 p0, u32 m, u32 n) {{
-  const u32 W = {w};
-  const u32 rep = 0x0101u, mask = rep * ((1u << W) - 1u);
-  u32 k = 0u;
-  u32 cur = wd[0];
-#pragma unroll
-  for (u32 i = 0u; i < 8u; ++i) {{
-    const u32 sh = (i * W) % 8u;
-    u32 x = (cur >> sh) & (rep * (0xffu >> sh));
-    if (sh + W >= 8u) {{
-      ++k;
-      const u32 next = k < W ? wd[k] : 0u;
-      if (sh + W > 8u) x |= (next << (8u - sh)) & (rep * ((0xffu << (8u - sh)) & 0xffu));
-      cur = next;
-    }}
-    x &= mask;
-    union {{ {t} v[2]; ulonglong2 u; }} pr;
-#pragma unroll
-    for (u32 h = 0u; h < 2u; ++h) {{
-      const u32 c = (x >> (8u * h)) & 0xffu;
-      if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); pr.v[h] = ({t})0; }}
-      else pr.v[h] = n <= {DICT_SHARED}u ? zf_d0[c] : zf_n{values}(e, c);
-    }}
-    *(ulonglong2*)(o + p0 + i * 128u + 2u * m) = pr.u;
-  }}
-}}
-"#
-        )
-    } else {
-        rows
-    };
-    // Which vector of the block, which lane, and which rows (uniform within a warp).
-    let (place, call) = match bits {
-        8 if pairs => (
-            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
-             const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
-            "    if (zf_pre) {\n      \
-             zf_rows2(e, zf_lst, zf_wd, s0, lane, n);\n    \
-             } else {\n      \
-             zf_rows<0u, 8u>(e, zf_lst, vw, s0, lane, n);\n      \
-             zf_rows<0u, 8u>(e, zf_lst, vw + 64u, s0, lane + 64u, n);\n    \
-             }",
-        ),
-        8 => (
-            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
-             const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
-            "    zf_rows<0u, 8u>(e, zf_lst, vw, s0, lane, n);\n    \
-             zf_rows<0u, 8u>(e, zf_lst, vw + 64u, s0, lane + 64u, n);",
-        ),
-        16 => (
-            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
-             const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
-            "    zf_rows<0u, 16u>(e, zf_lst, vw, s0, lane, n);",
-        ),
-        _ => (
-            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
-             const u32 lane = threadIdx.x & 31u, rg = warp & 1u;",
-            "    if (rg == 0u) zf_rows<0u, 16u>(e, zf_lst, vw, s0, lane, n);\n    \
-             else zf_rows<16u, 16u>(e, zf_lst, vw, s0, lane, n);",
-        ),
-    };
-    // A full vector's code words, loaded before the dictionary's barrier (`zf_pre`).
-    let early = if pairs {
-        format!(
-            r#"  const u32 p0 = (vec + v) * 1024u;
-  const u8* const zf_vb = e.in + e.prm[{off}] + (u64)(p0 >> 10) * ({lanes}u * {w});
-  const bool zf_pre = p0 + 1024u <= len && (((size_t)zf_vb) & 1u) == 0u;
-  u32 zf_wd[8];
-  if (zf_pre) zf_load2(zf_vb, lane, zf_wd);
-"#,
-            off = cn.base + 1,
-        )
-    } else {
-        String::new()
-    };
-    let (first, late) = if pairs {
-        (format!("  {place}\n{early}{prologue}"), "")
-    } else {
-        (
-            format!("{prologue}  {place}\n"),
-            "  const u32 p0 = (vec + v) * 1024u;\n",
-        )
-    };
-    let body = format!(
-        r#"  (void)vec;
-{first}{late}  const u32 P0 = vec * 1024u, s0 = p0 - P0;
-  if (P0 >= len) return;
-  {stage}
-  const u32 n = (u32)e.prm[{vlen}];
-  if (p0 + 1024u <= len && {w} != 0u) {{
-    const {word}* __restrict__ vw = (const {word}*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * ({lanes}u * {w}) + lane;
-{call}
-  }} else if (p0 < len) {{
-    const u32 p1 = min(p0 + 1024u, len);
-    // The vector's 64 threads, numbered within it.
-    for (u32 p = p0 + (threadIdx.x & 63u); p < p1; p += 64u) zf_lst[p - P0] = zf_n0(e, p);
-  }}
-{store}"#,
-        off = cn.base + 1,
-        stage = stage_decl(t),
-        store = stage_store("zf_lst"),
-    );
-    Ok(Some((rows, body)))
-}
-
-/// A `bitpack` node's width in generated code: a literal when the kernel is compiled for
-/// it, else read from the chunk's descriptor.
-pub(super) fn width_expr(n: &NodeSlots) -> String {
-    match n.width {
-        Some(w) => format!("{w}u"),
-        None => format!("(u32)e.prm[{}]", n.base + 2),
-    }
-}
-
-/// The body of `radix` node `n`'s device function: digit `p % m` of group `p / m`, whose `k`
-/// bits are read from two 32-bit words. The base is compiled in, so every division is a
-/// multiply; the group is divided by `B^(p % m)` one bit of `p % m` at a time.
-pub(super) fn radix_body(n: &NodeSlots, t: &str) -> Result<String> {
-    let base = n
-        .width
-        .filter(|b| (2..=255).contains(b))
-        .ok_or_else(|| Error::corrupt("radix node without a base in 2..=255"))?;
-    let (m, k) = zipflow_encodings::radix::layout(base);
-    let mask = if k == 32 { u32::MAX } else { (1u32 << k) - 1 };
-    let mut steps = String::new();
-    let mut bit = 1u32;
-    let mut power = u64::from(base);
-    while bit < m {
-        steps.push_str(&format!("  if (d & {bit}u) g /= {power}u;\n"));
-        bit <<= 1;
-        power = power.saturating_mul(power);
-    }
-    Ok(format!(
-        "  // radix({base}): {m} digits in {k} bits a group\n  const u32 j = p / {m}u, d = p - j * {m}u;\n  const u64 bit = (u64)j * {k}u;\n  const u32* w = (const u32*)(e.in + e.prm[{off}]) + (bit >> 5);\n  const u32 sh = (u32)bit & 31u;\n  u64 x = __ldg(w);\n  if (sh + {k}u > 32u) x |= (u64)__ldg(w + 1) << 32;\n  u32 g = (u32)(x >> sh) & {mask}u;\n  (void)d;\n{steps}  return ({t})(g % {base}u);\n",
-        off = n.base + 1,
-    ))
+    (rows, body)
 }

@@ -10,7 +10,7 @@ use zipflow_core::Result;
 
 /// Code that sets `dst[0..4]` to values `p .. p + 3` of node `c` (of C type `ct`, `p % 4 ==
 /// 0`) cast to `cast`, or 0 at and past `lim`; `zf_q<c>` must be emitted.
-fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> String {
+pub(crate) fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> String {
     format!(
         r#"    if ({p} + 3u < {lim}) {{
       {ct} zq[4];
@@ -39,7 +39,7 @@ fn load4_code(c: usize, ct: &str, p: &str, lim: &str, dst: &str, cast: &str) -> 
 /// `hd` (its first window, for `zf_rle_walk_heads`; the stage alternates two maps by tile). `prefetch(a, z)` is the statements by
 /// which one thread fetches runs `a .. z` into L2 (empty where the streams have no prefetch):
 /// the second tile at the start, and the tile after next with each tile.
-fn rle_tiles(
+pub(crate) fn rle_tiles(
     t: &str,
     loads: impl Fn(&str) -> String,
     prefetch: impl Fn(&str, &str) -> String,
@@ -158,7 +158,14 @@ fn rle_tiles(
 }
 
 impl Gen<'_> {
-    fn load4(&mut self, c: usize, p: &str, lim: &str, dst: &str, cast: &str) -> Result<String> {
+    pub(crate) fn load4(
+        &mut self,
+        c: usize,
+        p: &str,
+        lim: &str,
+        dst: &str,
+        cast: &str,
+    ) -> Result<String> {
         self.quad(c)?;
         Ok(load4_code(
             c,
@@ -170,7 +177,7 @@ impl Gen<'_> {
         ))
     }
 
-    fn rle_loads(
+    pub(crate) fn rle_loads(
         &mut self,
         t: &str,
         values: usize,
@@ -194,7 +201,11 @@ impl Gen<'_> {
 
     /// The L2 prefetch of runs `a .. z` of an `rle` node's `values` and `runs` streams (those
     /// that have one): statements for [`rle_tiles`].
-    fn runs_prefetch(&self, values: usize, runs: usize) -> impl Fn(&str, &str) -> String + use<> {
+    pub(crate) fn runs_prefetch(
+        &self,
+        values: usize,
+        runs: usize,
+    ) -> impl Fn(&str, &str) -> String + use<> {
         let each = [values, runs].map(|k| self.prefetch_values(k, "a", "z"));
         move |a: &str, z: &str| {
             each.iter()
@@ -204,7 +215,7 @@ impl Gen<'_> {
         }
     }
 
-    fn quad(&mut self, k: usize) -> Result<String> {
+    pub(crate) fn quad(&mut self, k: usize) -> Result<String> {
         let name = format!("zf_q{k}");
         if self.quads.contains(&k) {
             return Ok(name);
@@ -254,157 +265,5 @@ impl Gen<'_> {
             "\n// node {k}: values p .. p + 3 (p % 4 == 0)\n__device__ __forceinline__ void {name}(const Env& e, u32 p, {t}* v) {{\n{body}}}\n"
         ));
         Ok(name)
-    }
-
-    pub(super) fn delta_rle_stage(&mut self, k: usize, rle: usize) -> Result<String> {
-        let n = &self.nodes[k];
-        let r = &self.nodes[rle];
-        let t = ctype(n.ptype)?;
-        let u = ctype(n.ptype.to_unsigned()).unwrap_or(t);
-        let a = acc(n.ptype);
-        let (values, runs) = (r.children[0], r.children[1]);
-        let loads = self.rle_loads(t, values, runs)?;
-        let ahead = self.runs_prefetch(values, runs);
-        let (load, place) = rle_tiles(t, loads, ahead, self.nodes[values].base, Some(a));
-        Ok(format!(
-            r#"  {{ // node {k}: delta over rle (node {rle}), in one pass over run tiles: each run's first
-    // value from an exclusive sum of value * length, then each output position of the tile
-    // (coalesced) from its run's, the runs counted from a map of where they start
-    __shared__ u32 zf_rs{k}[ZF_RLE_PADDED + 1u];
-    __shared__ {pair} zf_rp{k}[ZF_RLE_PADDED];
-    __shared__ __align__(16) u32 zf_hd{k}[2u * ZF_HEAD_BITS / 32u];
-    u32* const rs = zf_rs{k};
-    u32* const zf_hd = zf_hd{k};
-    {pair}* const rp = zf_rp{k};
-    const u32 n = (u32)e.prm[{len}];
-    {a} dcarry = ({a})e.prm[{base}];
-{load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
-      // This tile's head map, and the last tile's cleared (its walk passed a barrier since).
-      u32* const hd = zf_hd + hp;
-      zf_head_clear(zf_hd + (hp ^ ZF_HEAD_BITS / 32u));
-      hp ^= ZF_HEAD_BITS / 32u;
-{place}      zf_rle_walk_heads(rs, hd, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)], [&](u32 q, u32 j) {{
-        const {pair} bv = rp[zf_rle_slot(j)];
-        o[q] = ({t})({u})(bv.x + bv.y * ({a})q);
-      }});
-      carry += tot;
-      dcarry += dtot;
-      __syncthreads();
-    }}
-    if (threadIdx.x == 0u && carry != n) atomicOr(e.err, ZF_ERR_RLE_SUM);
-    __syncthreads();
-  }}
-"#,
-            len = self.nodes[rle].base,
-            base = n.base + 1,
-            pair = if a == "u64" { "ulonglong2" } else { "uint2" },
-        ))
-    }
-
-    /// The stage of a `delta` node `k`: a wrapping prefix sum over the chunk, tile by tile.
-    pub(super) fn delta_stage(&mut self, k: usize) -> Result<String> {
-        let b = self.nodes[k].base;
-        let t = ctype(self.nodes[k].ptype)?;
-        let u = ctype(self.nodes[k].ptype.to_unsigned()).unwrap_or(t);
-        let a = acc(self.nodes[k].ptype);
-        let children = self.nodes[k].children.clone();
-        let ch = |i: usize| children.get(i).copied().unwrap_or(0);
-        Ok(format!(
-            r#"  {{ // node {k}: delta: wrapping prefix sum over the chunk, tile by tile
-    const u32 n = (u32)e.prm[{b}];
-    const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    {a} carry = ({a})e.prm[{base}];
-    // Each thread sums ZF_DELTA_ITEMS consecutive values in registers; one warp scan of the
-    // threads' sums and the warps' totals give each thread its offset. The tile goes out
-    // through shared memory in coalesced rows; both shared arrays alternate between two
-    // halves, so the next tile needs no barrier before it writes them.
-    __shared__ {a} zf_w2{k}[2u * (ZF_THREADS / 32u)];
-    __shared__ {a} zf_st{k}[2u * ZF_THREADS * ZF_DELTA_ITEMS];
-    u32 half = 0u;
-    // The next tile's differences are read before this tile's second barrier, so their
-    // loads overlap the wait.
-    {a} nx[ZF_DELTA_ITEMS];
-{first}
-    for (u32 t0 = 0u; t0 < n; t0 += ZF_THREADS * ZF_DELTA_ITEMS) {{
-      const u32 first = t0 + threadIdx.x * ZF_DELTA_ITEMS;
-      {a} v[ZF_DELTA_ITEMS];
-      {a} run = ({a})0;
-#pragma unroll
-      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
-        run += nx[i];
-        v[i] = run;
-      }}
-      {a} x = run;
-#pragma unroll
-      for (u32 d = 1u; d < 32u; d <<= 1) {{
-        const {a} y = __shfl_up_sync(0xffffffffu, x, d);
-        if (lane >= d) x += y;
-      }}
-      {a}* wt = zf_w2{k} + half * (ZF_THREADS / 32u);
-      {a}* st = zf_st{k} + half * (ZF_THREADS * ZF_DELTA_ITEMS);
-      if (lane == 31u) wt[warp] = x;
-      __syncthreads();
-      {a} off = x - run, tot = ({a})0;
-      for (u32 w = 0u; w < ZF_THREADS / 32u; ++w) {{
-        const {a} t = wt[w];
-        if (w < warp) off += t;
-        tot += t;
-      }}
-      off += carry;
-#pragma unroll
-      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
-        st[threadIdx.x * ZF_DELTA_ITEMS + i] = off + v[i];
-      }}
-{next}      __syncthreads();
-#pragma unroll
-      for (u32 i = 0u; i < ZF_DELTA_ITEMS; ++i) {{
-        const u32 p = t0 + i * ZF_THREADS + threadIdx.x;
-        if (p < n) {bi} = ({t})({u})st[i * ZF_THREADS + threadIdx.x];
-      }}
-      carry += tot;
-      half ^= 1u;
-    }}
-    __syncthreads();
-  }}
-"#,
-            base = b + 1,
-            bi = self.buf(k, "p")?,
-            first = self.load4(ch(0), "threadIdx.x * ZF_DELTA_ITEMS", "n", "nx", a)?,
-            next = self.load4(ch(0), "(first + ZF_THREADS * ZF_DELTA_ITEMS)", "n", "nx", a)?,
-        ))
-    }
-
-    /// The stage of an `rle` node `k`: its runs placed tile by tile, then expanded.
-    pub(super) fn rle_stage(&mut self, k: usize) -> Result<String> {
-        let t = ctype(self.nodes[k].ptype)?;
-        let b = self.nodes[k].base;
-        let children = self.nodes[k].children.clone();
-        let ch = |i: usize| children.get(i).copied().unwrap_or(0);
-        Ok({
-            let (values, runs) = (ch(0), ch(1));
-            let loads = self.rle_loads(t, values, runs)?;
-            let ahead = self.runs_prefetch(values, runs);
-            let (load, place) = rle_tiles(t, loads, ahead, self.nodes[values].base, None);
-            format!(
-                r#"  {{ // node {k}: rle: run tiles of ZF_RLE_ITEMS runs per thread; an exclusive sum of
-    // their lengths places them, then each warp walks its share of the tile's output
-    // positions 32 at a time (coalesced), finding their runs from the tile's run starts
-    __shared__ u32 zf_rs{k}[ZF_RLE_PADDED + 1u];
-    __shared__ {t} zf_rv{k}[ZF_RLE_PADDED];
-    u32* const rs = zf_rs{k};
-    {t}* const rv = zf_rv{k};
-    const u32 n = (u32)e.prm[{b}];
-{load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
-{place}      zf_rle_walk(rs, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)], [&](u32 q, u32 j) {{ {bq} = rv[zf_rle_slot(j)]; }});
-      carry += tot;
-      __syncthreads();
-    }}
-    if (threadIdx.x == 0u && carry != n) atomicOr(e.err, ZF_ERR_RLE_SUM);
-    __syncthreads();
-  }}
-"#,
-                bq = self.buf(k, "q")?,
-            )
-        })
     }
 }

@@ -1,53 +1,40 @@
-//! Character coders as stages: `chardict`/`chartable` (each thread decodes whole 1024-byte
-//! blocks through a table of every 10-bit window's first code) and `fsst` (each thread
-//! decodes whole pieces, the symbols in shared memory).
+//! `fsst`: a byte stream as one-byte codes into a table of up to 8-byte symbols, in pieces
+//! that decode on their own; one thread a piece.
 
-use super::Gen;
-use zipflow_core::Result;
+use super::Filler;
+use crate::codegen::Gen;
+use zipflow_core::{Error, Result};
+use zipflow_encodings::{NodeView, fsst};
+
+/// Slots after the length: the byte offset of the symbol table (256 `u64` symbols, then 256
+/// `u8` lengths, 0 for codes without a symbol; staged by the host after the tree), the byte
+/// offset of the piece ends, the pieces' log2 size.
+pub(crate) const SLOTS: usize = 3;
+
+/// Checks an `fsst` node, stages its symbol table and writes its slots.
+pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<()> {
+    let (table, log2, ends) = fsst::check(node)?;
+    if ends.is_empty() && node.children[0].len != 0 {
+        return Err(Error::corrupt("fsst codes for an empty stream"));
+    }
+    // The symbol table for the kernel: 256 symbols (0 past the table's), then their 256
+    // lengths (0: a code without a symbol).
+    f.prm[b + 1] = f.extra_aligned(8);
+    for c in 0..256 {
+        let s = table.symbols.get(c).copied().unwrap_or(0);
+        f.extra.extend_from_slice(&s.to_le_bytes());
+    }
+    for c in 0..256 {
+        f.extra.push(table.lens.get(c).copied().unwrap_or(0));
+    }
+    f.prm[b + 2] = f.offset(ends, 4)?;
+    f.prm[b + 3] = u64::from(log2);
+    Ok(())
+}
 
 impl Gen<'_> {
-    /// The stage of a `chardict` or `chartable` node `k`.
-    pub(super) fn char_stage(&mut self, k: usize) -> Result<String> {
-        let n = self.nodes[k].clone();
-        let b = self.nodes[k].base;
-        Ok(format!(
-            r#"  {{ // node {k}: {name}: each thread decodes whole 1024-byte blocks, a code at a time
-    // from a table of every 10-bit window's first code
-    const u32 n = (u32)e.prm[{b}], nbytes = (u32)e.prm[{nbytes}];
-    const u8* pay = e.in + e.prm[{pay}];
-    const uint4* blk = (const uint4*)(e.in + e.prm[{blocks}]);
-    const u16* tabs = (const u16*)(e.in + e.prm[{tables}]);
-    for (u32 i = threadIdx.x; i < (n + 1023u) / 1024u; i += ZF_THREADS) {{
-      const uint4 r = __ldg(blk + i);  // first code bit, end bit, table
-      const u16* t = tabs + (u64)r.z * 1024u;
-      const u32 p0 = i * 1024u, cnt = min(1024u, n - p0);
-      u64 pos = r.x;
-      for (u32 j = 0u; j < cnt; ++j) {{
-        // 10 bits from `pos`, most significant first; bytes past the stream read as zeros.
-        const u32 at = (u32)min(pos >> 3, (u64)nbytes);
-        u32 w = 0u;
-#pragma unroll
-        for (u32 x = 0u; x < 3u; ++x) w = (w << 8) | (at + x < nbytes ? (u32)__ldg(pay + at + x) : 0u);
-        const u32 c = __ldg(t + ((w >> (14u - (u32)(pos & 7u))) & 1023u));
-        {put} = (u8)c;
-        pos += c >> 8;
-      }}
-      if (pos != (u64)r.y) atomicOr(e.err, ZF_ERR_CHAR);
-    }}
-    __syncthreads();
-  }}
-"#,
-            name = n.op.name(),
-            pay = b + 1,
-            blocks = b + 2,
-            tables = b + 3,
-            nbytes = b + 4,
-            put = self.buf(k, "p0 + j")?,
-        ))
-    }
-
     /// The stage of an `fsst` node `k`.
-    pub(super) fn fsst_stage(&mut self, k: usize) -> Result<String> {
+    pub(crate) fn fsst_stage(&mut self, k: usize) -> Result<String> {
         let n = self.nodes[k].clone();
         let b = self.nodes[k].base;
         let children = self.nodes[k].children.clone();

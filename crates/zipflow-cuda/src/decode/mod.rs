@@ -16,36 +16,34 @@
 //! repeated: that a dictionary is strictly increasing (it only matters for predicates).
 
 use crate::cache::TUNE_THREADS;
-use crate::codegen::strings::{EXPAND_NAME, EXPAND_NARROW_NAME, fits_narrow_stage};
+use crate::codegen::strings::{EXPAND_NAME, EXPAND_NARROW_NAME};
 use crate::codegen::{
     ERR_ANS, ERR_CHAR, ERR_DICT, ERR_FSST, ERR_PATCH, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR,
-    KERNEL_NAME, Kernel, KernelKind, SLOT_OUT, generate,
+    KERNEL_NAME, Kernel, KernelKind, generate,
 };
 use crate::device::{Gpu, cuda};
-use crate::shape::{Op, Shape};
+pub(crate) mod host;
+
+use crate::shape::Shape;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
+use host::HostColumn;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 use zipflow_core::values::ByteStrings;
-use zipflow_core::{Error, PType, Result, VECTOR_LEN, Values, with_int_ptype};
-use zipflow_encodings::node::cast_or_copy;
-use zipflow_encodings::rowindex::RowIndex;
-use zipflow_encodings::{
-    NodeView, ans, bitpack, blockpack, chardict, chartable, dict, float2int, fsst, hipatch, patch,
-    radix, strdict, words,
-};
+use zipflow_core::{Error, PType, Result, Values, with_int_ptype};
+use zipflow_encodings::NodeView;
 use zipflow_format::ZfFile;
 
 /// Chunks per upload batch: large enough that a batch's tile kernels fill the GPU and a copy
 /// takes well over a launch's overhead, small enough that the first kernels start early.
-const BATCH_CHUNKS: usize = 32;
+pub(crate) const BATCH_CHUNKS: usize = 32;
 
 /// Each chunk's bytes start at a multiple of this in the input buffer.
-const INPUT_ALIGN: usize = 256;
+pub(crate) const INPUT_ALIGN: usize = 256;
 
 /// A decoded column on the device: the values in the column's physical type, chunk after
 /// chunk. Byte strings are laid out as Arrow's strings: the strings' bytes, then, at the next
@@ -210,17 +208,6 @@ impl std::fmt::Debug for ColumnDecoder<'_> {
     }
 }
 
-/// Host-side state of one group while descriptors are filled.
-struct HostGroup {
-    kernel: Kernel,
-    prm: Vec<u64>,
-    work: Vec<u32>,
-    expand_work: Vec<u32>,
-    /// Whether every segment so far is short enough on average for the expansion with the
-    /// smaller stage ([`fits_narrow_stage`]).
-    narrow: bool,
-}
-
 impl<'g> ColumnDecoder<'g> {
     /// Prepares column `column` of `file`: checksums and parses every chunk's values tree
     /// (validity stays on the host, see [`crate`]).
@@ -272,186 +259,31 @@ impl<'g> ColumnDecoder<'g> {
         trees: &[&[u8]],
         string_bytes: Option<&[u64]>,
     ) -> Result<ColumnDecoder<'g>> {
-        if let Some(s) = string_bytes
-            && s.len() != trees.len()
-        {
-            return Err(Error::invalid(format!(
-                "{} string byte counts for {} chunks",
-                s.len(),
-                trees.len()
-            )));
-        }
-        let mut by_key: HashMap<String, usize> = HashMap::new();
-        let mut host: Vec<HostGroup> = Vec::new();
-        // Input layout: each tree at an aligned offset, followed by what the host derived
-        // from it for the kernels (`ans` cumulative frequencies).
-        let mut offsets = Vec::with_capacity(trees.len() + 1);
-        let mut extras: Vec<(usize, Vec<u8>)> = Vec::new();
-        let mut total = 0usize;
-        let mut data_total = 0u64;
-        let mut rows = 0usize;
-        let mut scratch_bytes = 0usize;
-        let mut batches = Vec::new();
-        for (b, batch) in trees.chunks(BATCH_CHUNKS).enumerate() {
-            let first = b * BATCH_CHUNKS;
-            let start_work: Vec<usize> = host.iter().map(|g| g.work.len() / 2).collect();
-            for (i, tree) in batch.iter().enumerate() {
-                let c = first + i;
-                offsets.push(total);
-                let node = NodeView::parse(tree).map_err(|e| e.at_chunk(c as u32))?;
-                if node.ptype != ptype {
-                    return Err(Error::corrupt(format!(
-                        "values tree holds {} values, the column is {ptype}",
-                        node.ptype
-                    ))
-                    .at_chunk(c as u32));
-                }
-                let shape = Shape::of(&node).map_err(|e| e.at_chunk(c as u32))?;
-                let key = shape.key();
-                let gi = match by_key.get(&key) {
-                    Some(&gi) => gi,
-                    None => {
-                        let mut kernel = generate(&shape)?;
-                        if tunable(&kernel)
-                            && let Some(t) = gpu.launch_threads(&kernel.key)
-                        {
-                            kernel.threads = t;
-                        }
-                        host.push(HostGroup {
-                            kernel,
-                            prm: Vec::new(),
-                            work: Vec::new(),
-                            expand_work: Vec::new(),
-                            narrow: true,
-                        });
-                        by_key.insert(key, host.len() - 1);
-                        host.len() - 1
-                    }
-                };
-                let g = &mut host[gi];
-                let index = (g.prm.len() / g.kernel.nparams) as u32;
-                let at = g.prm.len();
-                g.prm.resize(at + g.kernel.nparams, 0);
-                let extra_at = (total + tree.len()).next_multiple_of(16);
-                let mut filler = Filler {
-                    base: tree.as_ptr() as usize,
-                    device_offset: total as u64,
-                    scratch: &mut scratch_bytes,
-                    kernel: &g.kernel,
-                    prm: &mut g.prm[at..],
-                    extra: Vec::new(),
-                    extra_at: extra_at as u64,
-                    string_bytes: None,
-                };
-                filler.prm[SLOT_OUT] = rows as u64;
-                filler.fill(&node, 0).map_err(|e| e.at_chunk(c as u32))?;
-                if ptype == PType::Bytes {
-                    let hint = string_bytes.map(|s| s[c]);
-                    let n = match (filler.string_bytes, hint) {
-                        (Some(t), Some(h)) if t != h => {
-                            return Err(Error::corrupt(format!(
-                                "chunk holds {t} bytes of strings, the footer says {h}"
-                            ))
-                            .at_chunk(c as u32));
-                        }
-                        (Some(t), _) | (None, Some(t)) => t,
-                        (None, None) => {
-                            return Err(Error::invalid(format!(
-                                "decoding `{}` strings on the GPU needs each chunk's byte count",
-                                node_name(&node)
-                            ))
-                            .at_chunk(c as u32));
-                        }
-                    };
-                    if u32::try_from(n).is_err() {
-                        return Err(Error::unsupported(format!(
-                            "a chunk of {n} bytes of strings on the GPU (at most 2^32 - 1)"
-                        ))
-                        .at_chunk(c as u32));
-                    }
-                    let base = g.kernel.nodes[0].base;
-                    filler.prm[base + 1] = data_total;
-                    filler.prm[base + 2] = n;
-                    data_total += n;
-                    // The segment table: first token and byte of every segment, then totals.
-                    let segments = node.len.div_ceil(g.kernel.segment_rows as usize).max(1);
-                    filler.prm[base + 4] = *filler.scratch as u64;
-                    *filler.scratch += (segments + 1) * 8;
-                    // Built from the node's row index (the first kernel copies it), else
-                    // summed by the first kernel.
-                    filler.prm[base + 5] = u64::MAX;
-                    let table =
-                        segment_table(&node, &g.kernel, n).map_err(|e| e.at_chunk(c as u32))?;
-                    // The smaller stage, when every segment's strings (else the chunk's) are
-                    // short enough on average for a tile to fit it.
-                    g.narrow &= match &table {
-                        Some(t) => (0..segments).all(|s| {
-                            let rows = (node.len - s * g.kernel.segment_rows as usize)
-                                .min(g.kernel.segment_rows as usize);
-                            fits_narrow_stage(rows as u64, u64::from(t[2 * s + 3] - t[2 * s + 1]))
-                        }),
-                        None => fits_narrow_stage(node.len as u64, n),
-                    };
-                    if let Some(table) = table {
-                        filler
-                            .extra
-                            .resize(filler.extra.len().next_multiple_of(8), 0);
-                        filler.prm[base + 5] = filler.extra_at + filler.extra.len() as u64;
-                        for v in table {
-                            filler.extra.extend_from_slice(&v.to_le_bytes());
-                        }
-                    }
-                    let per = g.kernel.segments_per_block.max(1) as usize;
-                    for s in (0..segments).step_by(per) {
-                        g.expand_work.extend([index, s as u32]);
-                    }
-                }
-                total = if filler.extra.is_empty() {
-                    (total + tree.len()).next_multiple_of(INPUT_ALIGN)
-                } else {
-                    let end = extra_at + filler.extra.len();
-                    extras.push((extra_at, std::mem::take(&mut filler.extra)));
-                    end.next_multiple_of(INPUT_ALIGN)
-                };
-                match g.kernel.kind {
-                    KernelKind::Tile => {
-                        let step = crate::codegen::TILE_VECTORS as usize;
-                        for v in (0..node.len.div_ceil(VECTOR_LEN)).step_by(step) {
-                            g.work.extend([index, v as u32]);
-                        }
-                    }
-                    KernelKind::Chunk => g.work.extend([index, 0]),
-                }
-                rows += node.len;
-            }
-            let bytes_end = total;
-            let mut ranges: Vec<Range<usize>> = host
-                .iter()
-                .enumerate()
-                .map(|(gi, g)| start_work.get(gi).copied().unwrap_or(0)..g.work.len() / 2)
-                .collect();
-            ranges.truncate(host.len());
-            batches.push((
-                offsets.get(first).copied().unwrap_or(total)..bytes_end,
-                ranges,
-            ));
-        }
+        let threads = |key: &str| gpu.launch_threads(key);
+        let h = HostColumn::plan(ptype, trees, string_bytes, &threads)?;
+        Self::upload(gpu, ptype, trees, h)
+    }
 
-        let string_bytes = usize::try_from(data_total)
-            .map_err(|_| Error::unsupported("a string column larger than the address space"))?;
-        let width = offset_width(string_bytes);
-        if ptype == PType::Bytes {
-            // The offsets follow the strings' bytes; the first slot held the chunk's first
-            // row until the width was known.
-            let first = offsets_start(string_bytes) as u64;
-            for g in &mut host {
-                let base = g.kernel.nodes[0].base;
-                for d in g.prm.chunks_exact_mut(g.kernel.nparams) {
-                    d[SLOT_OUT] = first + d[SLOT_OUT] * width as u64;
-                    d[base + 3] = width as u64;
-                }
-            }
-        }
+    /// Uploads a column the host has laid out: compiles its kernels, copies the descriptors
+    /// and work lists and allocates its buffers.
+    fn upload(
+        gpu: &'g Gpu,
+        ptype: PType,
+        trees: &[&[u8]],
+        h: HostColumn,
+    ) -> Result<ColumnDecoder<'g>> {
+        let HostColumn {
+            groups: host,
+            offsets,
+            extras,
+            total,
+            rows,
+            scratch_bytes,
+            batches,
+            string_bytes,
+            width,
+            ..
+        } = h;
         let ctx = &gpu.ctx;
         let stream = &gpu.streams[0];
         // A column's shapes compile side by side.
@@ -938,7 +770,7 @@ impl<'g> ColumnDecoder<'g> {
 
 /// Whether `kernel`'s block size may be tuned: numeric chunk kernels (string kernels tie their
 /// tiles to their block size, tile kernels their lanes).
-fn tunable(kernel: &Kernel) -> bool {
+pub(crate) fn tunable(kernel: &Kernel) -> bool {
     kernel.kind == KernelKind::Chunk && kernel.out != PType::Bytes
 }
 
@@ -974,396 +806,6 @@ fn load(gpu: &Gpu, kernel: &Kernel, name: &str, smem: u32) -> Result<CudaFunctio
         .map_err(cuda("allowing a kernel its shared memory"))?;
     }
     Ok(f)
-}
-
-/// Fills one chunk's descriptor while checking its tree as the CPU decoders do.
-struct Filler<'a> {
-    /// Address of the tree's first byte on the host.
-    base: usize,
-    /// Offset of the tree in the device input buffer.
-    device_offset: u64,
-    /// Running size of the scratch buffer.
-    scratch: &'a mut usize,
-    kernel: &'a Kernel,
-    prm: &'a mut [u64],
-    /// Bytes the host derives for the kernels, placed at `extra_at` in the input buffer.
-    extra: Vec<u8>,
-    extra_at: u64,
-    /// The strings' bytes, for a byte-string root whose tree holds them.
-    string_bytes: Option<u64>,
-}
-
-/// The segment table of a byte-string root of `bytes` bytes decoded by `kernel`: each
-/// segment's first token and first byte, then the totals, from the node's row index when its
-/// entries are the segments' starts (checked here to run forwards within the totals; the
-/// expansion checks each segment against its rows). `None` when the first kernel must sum it.
-/// Strings of one length have arithmetic positions that no kernel sums, so their index is
-/// checked here against them instead.
-fn segment_table(node: &NodeView<'_>, kernel: &Kernel, bytes: u64) -> Result<Option<Vec<u32>>> {
-    let name = node_name(node);
-    let (index, tokens) = match node.id {
-        words::ID => (RowIndex::of(node, name, true)?, node.children[0].len),
-        strdict::ID => (RowIndex::of(node, name, false)?, node.len),
-        _ => (None, node.len),
-    };
-    let (ntok, total, rows) = (tokens as u64, bytes, node.len as u64);
-    let bad = |row: u64, at: (u64, u64), last: (u64, u64)| {
-        Error::corrupt(format!(
-            "{name} row index puts row {row} at token {} and byte {}, after token {} and byte \
-             {} (of {ntok} and {total})",
-            at.0, at.1, last.0, last.1
-        ))
-    };
-    if kernel.fixed_strings {
-        if let Some(ix) = &index {
-            for k in 0..ix.len() {
-                let row = ((k + 1) * ix.step()) as u64;
-                // Below 2^64: bytes and rows are below 2^32.
-                if ix.byte(k) * rows != row * total {
-                    return Err(bad(row, (ix.token(k), ix.byte(k)), (0, 0)));
-                }
-            }
-        }
-        return Ok(None);
-    }
-    let step = kernel.segment_rows as usize;
-    let segments = node.len.div_ceil(step).max(1);
-    if segments > 1 && index.is_none_or(|ix| ix.step() != step) {
-        return Ok(None);
-    }
-    let mut table = vec![0u32; 2 * (segments + 1)];
-    let mut last = (0u64, 0u64);
-    for s in 1..=segments {
-        let at = match &index {
-            Some(ix) if s < segments => (ix.token(s - 1), ix.byte(s - 1)),
-            _ => (ntok, total),
-        };
-        if at.0 < last.0 || at.1 < last.1 || at.0 > ntok || at.1 > total {
-            return Err(bad((s * step) as u64, at, last));
-        }
-        // Below 2^32: the totals are (checked by the caller).
-        table[2 * s] = at.0 as u32;
-        table[2 * s + 1] = at.1 as u32;
-        last = at;
-    }
-    Ok(Some(table))
-}
-
-/// A node's primitive name, for messages.
-fn node_name(node: &NodeView<'_>) -> &'static str {
-    zipflow_encodings::by_id(node.id).map_or("?", |e| e.name())
-}
-
-impl Filler<'_> {
-    /// The device offset of `buf`, which must be `align`-aligned within the tree.
-    fn offset(&self, buf: &[u8], align: usize) -> Result<u64> {
-        let rel = (buf.as_ptr() as usize).wrapping_sub(self.base);
-        if !rel.is_multiple_of(align) {
-            return Err(Error::corrupt(format!(
-                "buffer at byte {rel} of the tree is not {align}-byte aligned"
-            )));
-        }
-        Ok(self.device_offset + rel as u64)
-    }
-
-    fn fill(&mut self, node: &NodeView<'_>, k: usize) -> Result<()> {
-        let slots = &self.kernel.nodes[k];
-        let b = slots.base;
-        let width = node.ptype.byte_width();
-        self.prm[b] = node.len as u64;
-        if let Some(s) = slots.scratch {
-            // 16-byte aligned: a string dictionary's scratch is read 16 bytes at a time.
-            let at = self.scratch.next_multiple_of(16);
-            self.prm[s] = at as u64;
-            // A string dictionary's scratch holds its `len + 1` entry offsets, then the same
-            // number of packed entries, each list padded to 16 bytes.
-            let bytes = if node.ptype == PType::Bytes {
-                2 * ((node.len + 1) * 4).next_multiple_of(16)
-            } else {
-                node.len * width
-            };
-            *self.scratch = (at + bytes).next_multiple_of(8);
-        }
-        let same_len = |c: &NodeView<'_>, what: &str| -> Result<()> {
-            if c.len != node.len {
-                return Err(Error::corrupt(format!(
-                    "{what} child holds {} values, expected {}",
-                    c.len, node.len
-                )));
-            }
-            Ok(())
-        };
-        let name = slots.op.name();
-        match slots.op {
-            Op::Plain if node.ptype == PType::Bytes => {
-                node.expect_shape(name, 0, 2)?;
-                node.meta_reader().finish(name)?;
-                same_len(&node.children[0], "lengths")?;
-                if k == 0 {
-                    self.string_bytes = Some(node.children[1].len as u64);
-                }
-            }
-            Op::StrDict => {
-                strdict::check(node)?;
-            }
-            Op::Words => {
-                self.string_bytes = Some(words::check(node)?);
-            }
-            Op::Ans => {
-                let (log2, freqs) = ans::header(node)?;
-                let states = node.buffer(0, "states")?;
-                let starts = node.buffer(1, "starts")?;
-                let words = node.buffer(2, "words")?;
-                self.prm[b + 1] = self.offset(states, 4)?;
-                self.prm[b + 2] = self.offset(starts, 4)?;
-                self.prm[b + 3] = self.offset(words, 2)?;
-                self.prm[b + 4] = (words.len() / 2) as u64;
-                self.prm[b + 5] = u64::from(log2);
-                // Cumulative frequencies, `nsym + 1` of them, for the kernel's table.
-                self.extra.resize(self.extra.len().next_multiple_of(4), 0);
-                self.prm[b + 6] = self.extra_at + self.extra.len() as u64;
-                self.prm[b + 7] = freqs.len() as u64;
-                let mut c = 0u32;
-                self.extra.extend_from_slice(&c.to_le_bytes());
-                for f in &freqs {
-                    c += f;
-                    self.extra.extend_from_slice(&c.to_le_bytes());
-                }
-            }
-            Op::Plain => {
-                node.expect_shape(name, 1, 0)?;
-                node.meta_reader().finish(name)?;
-                let buf = node.buffer(0, "values")?;
-                if buf.len() != node.len * width {
-                    return Err(Error::corrupt(format!(
-                        "plain buffer has {} bytes, {} {} values need {}",
-                        buf.len(),
-                        node.len,
-                        node.ptype,
-                        node.len * width
-                    )));
-                }
-                self.prm[b + 1] = self.offset(buf, width)?;
-            }
-            Op::BitPack => {
-                node.expect_shape(name, 1, 0)?;
-                let mut meta = node.meta_reader();
-                let w = meta.u8("bit width")?;
-                meta.finish(name)?;
-                if usize::from(w) > width * 8 {
-                    return Err(Error::corrupt(format!(
-                        "bit width {w} exceeds the {}-bit value type",
-                        width * 8
-                    )));
-                }
-                let buf = node.buffer(0, "packed")?;
-                let need = bitpack::packed_bytes(node.len, u32::from(w));
-                if buf.len() != need {
-                    return Err(Error::corrupt(format!(
-                        "packed buffer has {} bytes, {} values at {w} bits need {need}",
-                        buf.len(),
-                        node.len
-                    )));
-                }
-                self.prm[b + 1] = self.offset(buf, width)?;
-                self.prm[b + 2] = u64::from(w);
-            }
-            Op::BlockPack => {
-                let runs = blockpack::check(node)?;
-                self.prm[b + 1] = self.offset(node.buffer(1, "packed")?, width)?;
-                // Per vector: where its words start (in words) and its width.
-                self.extra.resize(self.extra.len().next_multiple_of(8), 0);
-                self.prm[b + 2] = self.extra_at + self.extra.len() as u64;
-                let per_bit = (VECTOR_LEN / (width * 8)) as u32;
-                let mut at = 0u32;
-                for r in runs {
-                    let w = r & 0xff;
-                    for _ in 0..r >> 8 {
-                        self.extra.extend_from_slice(&at.to_le_bytes());
-                        self.extra.extend_from_slice(&w.to_le_bytes());
-                        at += w * per_bit;
-                    }
-                }
-            }
-            Op::For | Op::ZigZag | Op::Delta => {
-                node.expect_shape(name, 0, 1)?;
-                let mut meta = node.meta_reader();
-                if slots.op != Op::ZigZag {
-                    self.prm[b + 1] = meta.u64(if slots.op == Op::For {
-                        "reference"
-                    } else {
-                        "base"
-                    })?;
-                }
-                meta.finish(name)?;
-                same_len(&node.children[0], name)?;
-            }
-            Op::Fsst => {
-                let (table, log2, ends) = fsst::check(node)?;
-                if ends.is_empty() && node.children[0].len != 0 {
-                    return Err(Error::corrupt("fsst codes for an empty stream"));
-                }
-                // The symbol table for the kernel: 256 symbols (0 past the table's), then
-                // their 256 lengths (0: a code without a symbol).
-                self.extra.resize(self.extra.len().next_multiple_of(8), 0);
-                self.prm[b + 1] = self.extra_at + self.extra.len() as u64;
-                for c in 0..256 {
-                    let s = table.symbols.get(c).copied().unwrap_or(0);
-                    self.extra.extend_from_slice(&s.to_le_bytes());
-                }
-                for c in 0..256 {
-                    self.extra.push(table.lens.get(c).copied().unwrap_or(0));
-                }
-                self.prm[b + 2] = self.offset(ends, 4)?;
-                self.prm[b + 3] = u64::from(log2);
-            }
-            Op::CharDict | Op::CharTable => {
-                let layout = if slots.op == Op::CharDict {
-                    chardict::layout(node)?
-                } else {
-                    chartable::layout(node)?
-                };
-                let bits = layout.payload.len() as u64 * 8;
-                if bits > u64::from(u32::MAX) {
-                    return Err(Error::unsupported(format!(
-                        "a `{name}` stream of {bits} bits on the GPU (at most 2^32 - 1)"
-                    )));
-                }
-                self.prm[b + 1] = self.offset(layout.payload, 1)?;
-                self.prm[b + 4] = layout.payload.len() as u64;
-                // Per block: first code bit, end bit, table, padding; then the tables.
-                self.extra.resize(self.extra.len().next_multiple_of(16), 0);
-                self.prm[b + 2] = self.extra_at + self.extra.len() as u64;
-                for (first, end, table) in layout.blocks {
-                    for v in [first as u32, end as u32, table as u32, 0] {
-                        self.extra.extend_from_slice(&v.to_le_bytes());
-                    }
-                }
-                self.prm[b + 3] = self.extra_at + self.extra.len() as u64;
-                for code in &layout.codes {
-                    for e in code.table10() {
-                        self.extra.extend_from_slice(&e.to_le_bytes());
-                    }
-                }
-            }
-            Op::HiPatch => {
-                let w = hipatch::check(node)?;
-                self.prm[b + 1] = u64::from(w);
-                self.prm[b + 2] = node.children[2].len as u64;
-            }
-            Op::Radix => {
-                let layout = radix::check(node)?;
-                if slots.width != Some(layout.base) {
-                    return Err(Error::corrupt(format!(
-                        "radix base {} in a kernel compiled for base {:?}",
-                        layout.base, slots.width
-                    )));
-                }
-                self.prm[b + 1] = self.offset(layout.groups, 4)?;
-            }
-            Op::Constant => {
-                node.expect_shape(name, 0, 0)?;
-                let mut meta = node.meta_reader();
-                self.prm[b + 1] = meta.u64("value")?;
-                meta.finish(name)?;
-            }
-            Op::Rle => {
-                node.expect_shape(name, 0, 2)?;
-                node.meta_reader().finish(name)?;
-                let nruns = node.children[0].len;
-                if node.children[1].len != nruns {
-                    return Err(Error::corrupt(format!(
-                        "runs child holds {} values, expected {nruns}",
-                        node.children[1].len
-                    )));
-                }
-                if nruns > node.len {
-                    return Err(Error::corrupt(format!(
-                        "rle node has {nruns} runs for {} values",
-                        node.len
-                    )));
-                }
-            }
-            Op::Dict => {
-                node.expect_shape(name, 0, 2)?;
-                node.meta_reader().finish(name)?;
-                let entries = node.children[1].len;
-                if node.children[0].ptype != dict::code_type(entries) {
-                    return Err(Error::corrupt(format!(
-                        "codes child holds {} values, expected {}",
-                        node.children[0].ptype,
-                        dict::code_type(entries)
-                    )));
-                }
-                same_len(&node.children[0], "codes")?;
-                if entries > node.len {
-                    return Err(Error::corrupt(format!(
-                        "dictionary of {entries} values for a stream of {}",
-                        node.len
-                    )));
-                }
-            }
-            Op::Patch | Op::FloatToInt => {
-                node.expect_shape(name, 2, 1)?;
-                let mut meta = node.meta_reader();
-                let param = meta.u8("parameter")?;
-                let count = meta.u32("exception count")? as usize;
-                meta.finish(name)?;
-                if count > node.len {
-                    return Err(Error::corrupt(format!(
-                        "{name} node claims {count} exceptions among {} values",
-                        node.len
-                    )));
-                }
-                let positions_buf = node.buffer(0, "exception positions")?;
-                let mut copy = Vec::new();
-                let positions =
-                    cast_or_copy::<u32>(positions_buf, &mut copy, "exception positions")?;
-                if positions.len() != count {
-                    return Err(Error::corrupt(format!(
-                        "exception position buffer holds {} positions, metadata says {count}",
-                        positions.len()
-                    )));
-                }
-                patch::validate_positions(positions, node.len)?;
-                let values = node.buffer(1, "exception values")?;
-                if values.len() != count * width {
-                    return Err(Error::corrupt(format!(
-                        "exception value buffer holds {} bytes, {count} exceptions need {}",
-                        values.len(),
-                        count * width
-                    )));
-                }
-                if slots.op == Op::Patch {
-                    if usize::from(param) > width * 8 {
-                        return Err(Error::corrupt(format!(
-                            "patch width {param} exceeds the {}-bit value type",
-                            width * 8
-                        )));
-                    }
-                } else {
-                    let max = if node.ptype == PType::F32 { 9 } else { 18 };
-                    if param > max {
-                        return Err(Error::corrupt(format!(
-                            "float2int exponent {param} exceeds {max} for {} values",
-                            node.ptype
-                        )));
-                    }
-                    self.prm[b + 4] = float2int::POW10[usize::from(param)].to_bits();
-                }
-                self.prm[b + 1] = self.offset(positions_buf, 4)?;
-                self.prm[b + 2] = self.offset(values, width)?;
-                self.prm[b + 3] = count as u64;
-                same_len(&node.children[0], name)?;
-            }
-        }
-        // `Shape::of` built the kernel from a tree of this shape, so the children line up.
-        let children = slots.children.clone();
-        for (c, k) in node.children.iter().zip(children) {
-            self.fill(c, k)?;
-        }
-        Ok(())
-    }
 }
 
 /// The values tree of chunk `chunk` of column `column` (the payload without its validity),

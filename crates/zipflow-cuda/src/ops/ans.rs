@@ -4,8 +4,38 @@
 //! 4096-slot decoding table is built in shared memory from the cumulative frequencies the
 //! host staged after the tree.
 
-use super::Gen;
+use super::Filler;
+use crate::codegen::Gen;
 use zipflow_core::{PType, Result};
+use zipflow_encodings::{NodeView, ans};
+
+/// Slots after the length: byte offsets of the states, block starts and words, the number of
+/// words, the block size's log2, the byte offset of the cumulative frequencies (`nsym + 1`
+/// u32, staged by the host after the tree) and `nsym`.
+pub(crate) const SLOTS: usize = 7;
+
+/// Checks an `ans` node, writes its slots and stages its cumulative frequencies.
+pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<()> {
+    let (log2, freqs) = ans::header(node)?;
+    let states = node.buffer(0, "states")?;
+    let starts = node.buffer(1, "starts")?;
+    let words = node.buffer(2, "words")?;
+    f.prm[b + 1] = f.offset(states, 4)?;
+    f.prm[b + 2] = f.offset(starts, 4)?;
+    f.prm[b + 3] = f.offset(words, 2)?;
+    f.prm[b + 4] = (words.len() / 2) as u64;
+    f.prm[b + 5] = u64::from(log2);
+    // Cumulative frequencies, `nsym + 1` of them, for the kernel's table.
+    f.prm[b + 6] = f.extra_aligned(4);
+    f.prm[b + 7] = freqs.len() as u64;
+    let mut c = 0u32;
+    f.extra.extend_from_slice(&c.to_le_bytes());
+    for x in &freqs {
+        c += x;
+        f.extra.extend_from_slice(&c.to_le_bytes());
+    }
+    Ok(())
+}
 
 /// Words of an `ans` block each warp keeps in shared memory.
 const ANS_WINDOW: u32 = 512;
@@ -49,9 +79,9 @@ __device__ __forceinline__ void zf_ans_renorm(u32& x, bool act, u32& pos, const 
 
 impl Gen<'_> {
     /// Emits the stage that decodes `ans` node `k` into its buffer.
-    pub(super) fn ans_stage(&mut self, k: usize) -> Result<String> {
+    pub(crate) fn ans_stage(&mut self, k: usize) -> Result<String> {
         let n = self.nodes[k].clone();
-        let t = super::ctype(n.ptype)?;
+        let t = crate::codegen::ctype(n.ptype)?;
         let b = n.base;
         if !self.ans_table {
             self.ans_table = true;

@@ -1,0 +1,265 @@
+//! `dict`: codes into a sorted dictionary of values.
+
+use crate::codegen::lanes::{stage_decl, stage_store};
+use crate::codegen::{
+    DICT_SHARED, Gen, KernelKind, NodeSlots, TILE_THREADS, TILE_VECTORS, Writer, ctype,
+    stage_below, width_expr,
+};
+use crate::shape::Op;
+use zipflow_core::PType;
+use zipflow_core::Result;
+use zipflow_encodings::NodeView;
+use zipflow_encodings::dict::View;
+
+/// Slots after the length: none (the dictionary's size is its values child's length slot).
+pub(crate) const SLOTS: usize = 0;
+
+/// Checks a `dict` node (it has no slots of its own).
+pub(crate) fn fill(node: &NodeView<'_>) -> Result<()> {
+    View::parse(node).map(|_| ())
+}
+
+/// The body of `zf_n<k>` for `dict` node `k`. A dictionary of at most `DICT_SHARED` entries
+/// whose values need no stage is decoded once per block into shared memory (the kernel's
+/// prologue), so each lookup is one shared load instead of decoding its entry again (a
+/// bit-unpack at a random position, for packed values).
+pub(crate) fn value(g: &mut Gen<'_>, k: usize) -> Result<String> {
+    let n = &g.nodes[k];
+    let t = ctype(n.ptype)?;
+    let ch = |i: usize| n.children.get(i).copied().unwrap_or(0);
+    let (codes, values) = (ch(0), ch(1));
+    let vlen = g.nodes[values].base;
+    let mut w = Writer::at(1);
+    w.line(format!("const u32 c = (u32)zf_n{codes}(e, p);"));
+    if g.has_stage(values) {
+        w.line(format!(
+            "if (c >= (u32)e.prm[{vlen}]) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}"
+        ))
+        .line(format!("return zf_n{values}(e, c);"));
+        return Ok(w.finish());
+    }
+    let decl = Writer::at(0)
+        .blank()
+        .line(format!("__shared__ {t} zf_d{k}[{DICT_SHARED}];"))
+        .finish();
+    g.src.push_str(&decl);
+    let fill = Writer::at(1)
+        .scope(format!("node {k}: dict entries to shared memory"))
+        .line(format!("const u32 n = (u32)e.prm[{vlen}];"))
+        .line(format!(
+            "if (n <= {DICT_SHARED}u) for (u32 i = threadIdx.x; i < n; i += ZF_THREADS) zf_d{k}[i] = zf_n{values}(e, i);"
+        ))
+        .line("__syncthreads();")
+        .close()
+        .finish();
+    g.prologue.push_str(&fill);
+    w.line(format!("const u32 n = (u32)e.prm[{vlen}];"))
+        .line(format!(
+            "if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}"
+        ))
+        .line(format!(
+            "return n <= {DICT_SHARED}u ? zf_d{k}[c] : zf_n{values}(e, c);"
+        ));
+    Ok(w.finish())
+}
+
+/// The body of a tile kernel for `dict` with bit-packed 8-, 16- or 32-bit codes and a
+/// dictionary read from shared memory (`prologue` loads it): the codes are unpacked lane by
+/// lane as in [`lane_body`] (rows as template constants, each word loaded once) and looked up
+/// as they come, into the block's stage. Per vector of 64 threads: 8-bit codes have 128
+/// lanes of 8 rows (two lanes a thread: neighbouring ones for 8-byte values, so a row is one
+/// 16-byte store), 16-bit codes 64 lanes of 16 rows, 32-bit codes 32 lanes in two groups of
+/// 16 rows.
+/// `None` for other shapes.
+pub(crate) fn lane_body(
+    nodes: &[NodeSlots],
+    kind: KernelKind,
+    prologue: &str,
+) -> Result<Option<(String, String)>> {
+    if kind != KernelKind::Tile || TILE_THREADS != 256 || TILE_VECTORS != 4 {
+        return Ok(None);
+    }
+    let root = &nodes[0];
+    let (Some(&codes), Some(&values)) = (root.children.first(), root.children.get(1)) else {
+        return Ok(None);
+    };
+    let cn = &nodes[codes];
+    if root.op != Op::Dict || cn.op != Op::BitPack || stage_below(nodes, values, kind) {
+        return Ok(None);
+    }
+    let (word, bits) = match cn.ptype {
+        PType::U8 => ("u8", 8u32),
+        PType::U16 => ("u16", 16),
+        PType::U32 => ("u32", 32),
+        _ => return Ok(None),
+    };
+    let lanes = 1024 / bits;
+    let t = ctype(root.ptype)?;
+    let w = width_expr(cn);
+    let vlen = nodes[values].base;
+    let rows = dict_rows(t, word, bits, lanes, &w, values);
+    // Byte codes of 8-byte values: each thread takes two neighbouring lanes, so their codes
+    // are one 16-bit load a word and their values one 16-byte store a row. The width is
+    // compiled in (a shape's always is, for a valid one), so a thread's code words are
+    // loaded before the block's barrier after the dictionary, their latency overlapping its
+    // staging, and still index registers.
+    let pairs = bits == 8 && root.ptype.byte_width() == 8 && cn.width.is_some();
+    let rows = if pairs {
+        pair_rows(rows, t, &w, values)
+    } else {
+        rows
+    };
+    // Which vector of the block, which lane, and which rows (uniform within a warp).
+    let (place, call) = match bits {
+        8 if pairs => (
+            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
+             const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
+            "    if (zf_pre) {\n      \
+             zf_rows2(e, zf_lst, zf_wd, s0, lane, n);\n    \
+             } else {\n      \
+             zf_rows<0u, 8u>(e, zf_lst, vw, s0, lane, n);\n      \
+             zf_rows<0u, 8u>(e, zf_lst, vw + 64u, s0, lane + 64u, n);\n    \
+             }",
+        ),
+        8 => (
+            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
+             const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
+            "    zf_rows<0u, 8u>(e, zf_lst, vw, s0, lane, n);\n    \
+             zf_rows<0u, 8u>(e, zf_lst, vw + 64u, s0, lane + 64u, n);",
+        ),
+        16 => (
+            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
+             const u32 lane = (warp & 1u) * 32u + (threadIdx.x & 31u);",
+            "    zf_rows<0u, 16u>(e, zf_lst, vw, s0, lane, n);",
+        ),
+        _ => (
+            "const u32 warp = threadIdx.x >> 5, v = warp >> 1;\n  \
+             const u32 lane = threadIdx.x & 31u, rg = warp & 1u;",
+            "    if (rg == 0u) zf_rows<0u, 16u>(e, zf_lst, vw, s0, lane, n);\n    \
+             else zf_rows<16u, 16u>(e, zf_lst, vw, s0, lane, n);",
+        ),
+    };
+    // A full vector's code words, loaded before the dictionary's barrier (`zf_pre`).
+    let early = if pairs {
+        format!(
+            r#"  const u32 p0 = (vec + v) * 1024u;
+  const u8* const zf_vb = e.in + e.prm[{off}] + (u64)(p0 >> 10) * ({lanes}u * {w});
+  const bool zf_pre = p0 + 1024u <= len && (((size_t)zf_vb) & 1u) == 0u;
+  u32 zf_wd[8];
+  if (zf_pre) zf_load2(zf_vb, lane, zf_wd);
+"#,
+            off = cn.base + 1,
+        )
+    } else {
+        String::new()
+    };
+    let (first, late) = if pairs {
+        (format!("  {place}\n{early}{prologue}"), "")
+    } else {
+        (
+            format!("{prologue}  {place}\n"),
+            "  const u32 p0 = (vec + v) * 1024u;\n",
+        )
+    };
+    let body = format!(
+        r#"  (void)vec;
+{first}{late}  const u32 P0 = vec * 1024u, s0 = p0 - P0;
+  if (P0 >= len) return;
+  {stage}
+  const u32 n = (u32)e.prm[{vlen}];
+  if (p0 + 1024u <= len && {w} != 0u) {{
+    const {word}* __restrict__ vw = (const {word}*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * ({lanes}u * {w}) + lane;
+{call}
+  }} else if (p0 < len) {{
+    const u32 p1 = min(p0 + 1024u, len);
+    // The vector's 64 threads, numbered within it.
+    for (u32 p = p0 + (threadIdx.x & 63u); p < p1; p += 64u) zf_lst[p - P0] = zf_n0(e, p);
+  }}
+{store}"#,
+        off = cn.base + 1,
+        stage = stage_decl(t),
+        store = stage_store("zf_lst"),
+    );
+    Ok(Some((rows, body)))
+}
+
+/// `zf_rows<R0, NR>`: rows `R0 .. R0 + NR - 1` of a thread's lane of a full vector of codes
+/// (`word`s packed `w` bits wide, `lanes` lanes), looked up in dictionary `values`.
+fn dict_rows(t: &str, word: &str, bits: u32, lanes: u32, w: &str, values: usize) -> String {
+    format!(
+        r#"
+// Rows R0 .. R0 + NR - 1 of this thread's lane of a full vector of codes, looked up.
+template <u32 R0, u32 NR>
+__device__ __forceinline__ void zf_rows(const Env& e, {t}* __restrict__ o,
+                                        const {word}* __restrict__ vw, u32 p0, u32 lane, u32 n) {{
+  const u32 W = {w};
+  const u32 mask = W == 32u ? 0xffffffffu : ((1u << W) - 1u);
+  u32 k = (R0 * W) / {bits}u;
+  u32 cur = __ldg(vw + {lanes}u * k);
+#pragma unroll
+  for (u32 i = 0u; i < NR; ++i) {{
+    const u32 row = R0 + i, sh = (row * W) % {bits}u;
+    u32 x = cur >> sh;
+    if (sh + W >= {bits}u) {{
+      ++k;
+      const u32 next = k < W ? (u32)__ldg(vw + {lanes}u * k) : 0u;
+      if (sh + W > {bits}u) x |= next << ({bits}u - sh);
+      cur = next;
+    }}
+    const u32 c = x & mask;
+    const u32 g = row >> 3, fl = ((g & 1u) << 2) | (g & 2u) | (g >> 2);
+    {t} v;
+    if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); v = ({t})0; }}
+    else v = n <= {DICT_SHARED}u ? zf_d0[c] : zf_n{values}(e, c);
+    o[p0 + (row & 7u) * 128u + fl * 16u + lane] = v;
+  }}
+}}
+"#
+    )
+}
+
+/// `rows` and `zf_load2`/`zf_rows2`: two neighbouring lanes of byte codes a thread, their
+/// code words loaded ahead, their 8-byte values stored as pairs.
+fn pair_rows(rows: String, t: &str, w: &str, values: usize) -> String {
+    format!(
+        r#"{rows}
+// The code words of lanes 2m and 2m + 1 of a full vector of byte codes (`vb`, the vector's
+// words, 2-byte aligned), one 16-bit word a step of 8 bits.
+__device__ __forceinline__ void zf_load2(const u8* __restrict__ vb, u32 m, u32 (&wd)[8]) {{
+  const u16* __restrict__ w2 = (const u16*)vb + m;
+#pragma unroll
+  for (u32 k = 0u; k < 8u; ++k) wd[k] = k < {w} ? (u32)__ldg(w2 + 64u * k) : 0u;
+}}
+
+// Rows 0 .. 7 of lanes 2m and 2m + 1 of a full vector of byte codes (their words), looked up
+// and stored as pairs (`o` + p0 16-byte aligned: the block's stage).
+__device__ __forceinline__ void zf_rows2(const Env& e, {t}* __restrict__ o,
+                                         const u32 (&wd)[8], u32 p0, u32 m, u32 n) {{
+  const u32 W = {w};
+  const u32 rep = 0x0101u, mask = rep * ((1u << W) - 1u);
+  u32 k = 0u;
+  u32 cur = wd[0];
+#pragma unroll
+  for (u32 i = 0u; i < 8u; ++i) {{
+    const u32 sh = (i * W) % 8u;
+    u32 x = (cur >> sh) & (rep * (0xffu >> sh));
+    if (sh + W >= 8u) {{
+      ++k;
+      const u32 next = k < W ? wd[k] : 0u;
+      if (sh + W > 8u) x |= (next << (8u - sh)) & (rep * ((0xffu << (8u - sh)) & 0xffu));
+      cur = next;
+    }}
+    x &= mask;
+    union {{ {t} v[2]; ulonglong2 u; }} pr;
+#pragma unroll
+    for (u32 h = 0u; h < 2u; ++h) {{
+      const u32 c = (x >> (8u * h)) & 0xffu;
+      if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); pr.v[h] = ({t})0; }}
+      else pr.v[h] = n <= {DICT_SHARED}u ? zf_d0[c] : zf_n{values}(e, c);
+    }}
+    *(ulonglong2*)(o + p0 + i * 128u + 2u * m) = pr.u;
+  }}
+}}
+"#
+    )
+}
