@@ -125,6 +125,12 @@ impl<'a> View<'a> {
     }
 }
 
+/// The width `node`'s metadata declares, not checked (for choosing a kernel compiled for it;
+/// [`View::parse`] checks it).
+pub fn declared_width(node: &NodeView<'_>) -> Option<u32> {
+    node.meta.first().map(|&w| u32::from(w))
+}
+
 /// A validated bit-packed node: width and packed words.
 pub struct Packed<'a, U> {
     /// Bits per value.

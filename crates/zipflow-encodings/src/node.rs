@@ -138,8 +138,8 @@ pub struct NodeView<'a> {
     pub ptype: PType,
     /// Number of decoded values.
     pub len: usize,
-    /// Encoding metadata.
-    pub meta: &'a [u8],
+    /// Encoding metadata, read only by the encoding's own module (through its typed view).
+    pub(crate) meta: &'a [u8],
     /// Buffers, each starting 8-byte aligned relative to the tree start.
     pub buffers: Vec<&'a [u8]>,
     /// Children.
@@ -259,7 +259,7 @@ impl<'a> NodeView<'a> {
     }
 
     /// A reader over the metadata.
-    pub fn meta_reader(&self) -> MetaReader<'a> {
+    pub(crate) fn meta_reader(&self) -> MetaReader<'a> {
         MetaReader {
             bytes: self.meta,
             pos: 0,
@@ -306,7 +306,7 @@ impl<'a> Reader<'a> {
 
 /// Reads little-endian fields from node metadata with bounds checks.
 #[derive(Debug, Clone)]
-pub struct MetaReader<'a> {
+pub(crate) struct MetaReader<'a> {
     bytes: &'a [u8],
     pos: usize,
 }

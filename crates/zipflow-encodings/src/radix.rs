@@ -149,6 +149,12 @@ pub struct Layout<'a> {
     pub groups: &'a [u8],
 }
 
+/// The base `node`'s metadata declares, not checked (for choosing a kernel compiled for it;
+/// [`check`] checks it).
+pub fn declared_base(node: &NodeView<'_>) -> Option<u32> {
+    node.meta.first().map(|&b| u32::from(b))
+}
+
 /// Checks a `radix` node: its meta is a layout zipflow writes and its buffer holds exactly
 /// the groups its values need.
 pub fn check<'a>(node: &NodeView<'a>) -> Result<Layout<'a>> {

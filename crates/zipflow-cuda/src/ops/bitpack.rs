@@ -12,7 +12,7 @@ pub(crate) const SLOTS: usize = 2;
 /// The width a kernel is compiled for: the node's, when it fits the value type (a wider one
 /// is left to the descriptor check).
 pub(crate) fn compiled_width(node: &NodeView<'_>) -> Option<u32> {
-    let w = u32::from(*node.meta.first()?);
+    let w = zipflow_encodings::bitpack::declared_width(node)?;
     (w as usize <= node.ptype.byte_width() * 8).then_some(w)
 }
 

@@ -13,7 +13,7 @@ pub(crate) const SLOTS: usize = 1;
 
 /// The base a kernel is compiled for (one below 2 is left to the descriptor check).
 pub(crate) fn compiled_width(node: &NodeView<'_>) -> Option<u32> {
-    let b = u32::from(*node.meta.first()?);
+    let b = radix::declared_base(node)?;
     (b >= 2).then_some(b)
 }
 
