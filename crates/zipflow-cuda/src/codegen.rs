@@ -208,17 +208,17 @@ pub(crate) fn acc(p: PType) -> &'static str {
     if p.byte_width() <= 4 { "u32" } else { "u64" }
 }
 
-/// Whether `op` writes its output to a buffer in kernels of `kind`. In chunk kernels `patch`
-/// and `float2int` are expressions instead (a binary search over the exception positions, or
+/// Whether `op` writes its output to a buffer in kernels of `kind`: a numeric op whose
+/// decoding is not fully parallel ([`Op::pattern`]: runs, prefix sums, exceptions, serial
+/// coders) does, so its parent reads finished values. In chunk kernels `patch` and
+/// `float2int` are expressions instead (a binary search over the exception positions, or
 /// nothing when a chunk has none), which spares a pass through device memory. `hipatch`
-/// places its exceptions by vector, so it always writes its low bits first.
+/// places its exceptions by vector, so it always writes its low bits first. Byte-string roots
+/// place their strings by their own row index.
 pub fn materialised(op: Op, kind: KernelKind) -> bool {
     match op {
-        Op::Delta | Op::Rle | Op::Ans | Op::HiPatch | Op::Fsst | Op::CharDict | Op::CharTable => {
-            true
-        }
         Op::Patch | Op::FloatToInt => kind == KernelKind::Tile,
-        _ => false,
+        _ => !op.decodes_strings() && op.pattern() != zipflow_encodings::Pattern::FullyParallel,
     }
 }
 

@@ -14,8 +14,9 @@
 //! `bits(max - min) * n + exceptions * 96`, the size the default child `for | bitpack` and the
 //! exception lists would take.
 //!
-//! Output `i` depends only on integer `i` (plus a short exception list applied after), hence
-//! [`Pattern::FullyParallel`].
+//! Output `i` depends only on integer `i`, but the exceptions are applied after, and where a
+//! vector's exceptions start in their list depends on how many came before, as for `patch`:
+//! a variable-size group per vector, hence [`Pattern::GroupParallel`].
 //!
 //! Node: meta = `[E: u8, exception_count: u32]`; buffer 0 = exception positions (u32, strictly
 //! increasing); buffer 1 = exception bits (u64 for f64, u32 for f32); child 0 = the integers,
@@ -356,7 +357,7 @@ pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
         default: "for | bitpack",
     }],
     leaf_for_numbers: false,
-    gpu: crate::GpuDecode::parallel(Pattern::FullyParallel),
+    gpu: crate::GpuDecode::parallel(Pattern::GroupParallel),
     search: crate::Search::numeric(crate::Role::TypeChange),
 };
 

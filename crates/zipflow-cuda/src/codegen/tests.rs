@@ -1023,3 +1023,43 @@ fn string_roots_write_a_segment_table_and_expand_segments() {
     // is not read again by the decoder), and so are the offsets.
     assert!(k.source.contains("__stcs(gw + y, sw[y]);"));
 }
+
+#[test]
+fn every_op_is_a_registered_primitive() {
+    let mut ops = 0;
+    for enc in zipflow_encodings::encodings() {
+        if let Ok(op) = Op::from_id(enc.id()) {
+            assert_eq!(op.name(), enc.name());
+            ops += 1;
+        }
+    }
+    assert_eq!(ops, zipflow_encodings::encodings().len());
+}
+
+#[test]
+fn ops_written_first_are_those_not_fully_parallel() {
+    let written = |kind| {
+        let mut names: Vec<&str> = zipflow_encodings::encodings()
+            .iter()
+            .filter_map(|e| Op::from_id(e.id()).ok())
+            .filter(|&op| materialised(op, kind))
+            .map(Op::name)
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    let chunk = [
+        "ans",
+        "chardict16",
+        "chartable",
+        "delta",
+        "fsst",
+        "hipatch",
+        "rle",
+    ];
+    assert_eq!(written(KernelKind::Chunk), chunk);
+    let mut tile = chunk.to_vec();
+    tile.extend(["float2int", "patch"]);
+    tile.sort_unstable();
+    assert_eq!(written(KernelKind::Tile), tile);
+}

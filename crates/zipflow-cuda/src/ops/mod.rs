@@ -36,7 +36,7 @@ pub(crate) use radix::{radix_group, radix_groups_body};
 use crate::codegen::{Gen, KernelKind, Writer};
 use zipflow_core::{Error, Result};
 use zipflow_encodings::rowindex::RowIndex;
-use zipflow_encodings::{NodeView, by_id};
+use zipflow_encodings::{NodeView, Pattern, by_id, by_name};
 
 /// The row index of a byte-string root `node` of `op` (named `name` in messages) and the
 /// number of tokens its index counts: a `words` node's codes, else its rows. `None` for a
@@ -157,21 +157,21 @@ impl Op {
         }
     }
 
-    /// Whether the op needs its whole output before its parent reads it (a scan over the
-    /// chunk, or exceptions scattered over its child's output).
+    /// How its encoding's decoding parallelises (the registry's [`GpuDecode::pattern`]),
+    /// which decides whether the op computes each value where it is read or writes its
+    /// output first ([`crate::codegen::materialised`]).
+    ///
+    /// [`GpuDecode::pattern`]: zipflow_encodings::GpuDecode::pattern
+    pub fn pattern(self) -> Pattern {
+        // Every op's name is registered (`every_op_is_a_registered_primitive`); a serial
+        // pattern is the safe answer for one that were not.
+        by_name(self.name()).map_or(Pattern::Serial, |e| e.gpu().pattern)
+    }
+
+    /// Whether the op needs its whole output before its parent reads it in some kernel (a
+    /// scan over the chunk, or exceptions scattered over its child's output).
     pub fn is_materialised(self) -> bool {
-        matches!(
-            self,
-            Op::Delta
-                | Op::Rle
-                | Op::Patch
-                | Op::HiPatch
-                | Op::FloatToInt
-                | Op::Ans
-                | Op::Fsst
-                | Op::CharDict
-                | Op::CharTable
-        )
+        crate::codegen::materialised(self, KernelKind::Tile)
     }
 
     /// Whether the op needs the whole chunk in one thread block (a scan across vectors).
