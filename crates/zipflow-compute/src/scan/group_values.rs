@@ -226,7 +226,13 @@ pub(super) fn group_ids(
                 // The codes are the group ids (in the dictionary's order); the dictionary
                 // gives their values.
                 keys.first_seen = false;
-                if codes.iter().any(|&c| c as usize >= dict.len()) {
+                // The largest code, found with a vectorised max (no early exit per code).
+                if codes
+                    .iter()
+                    .copied()
+                    .max()
+                    .is_some_and(|c| c as usize >= dict.len())
+                {
                     return Err(Error::corrupt("string code past the dictionary"));
                 }
                 let distinct = (0..dict.len())
