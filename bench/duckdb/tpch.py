@@ -84,7 +84,8 @@ def write_json(path, args, medians):
     """Writes the medians for `zipflow bench chart queries`, through a temporary file renamed
     onto `path` when complete."""
     doc = {
-        "measured": f"TPC-H SF {args.sf:g} lineitem, DuckDB {duckdb.__version__}, medians of {args.runs}",
+        "measured": f"TPC-H SF {args.sf:g} lineitem, DuckDB {duckdb.__version__}, medians of "
+                    f"{args.runs}, {time.strftime('%Y-%m-%d')}",
         "sf": args.sf,
         "runs": args.runs,
         "duckdb": duckdb.__version__,

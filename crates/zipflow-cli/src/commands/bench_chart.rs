@@ -172,12 +172,9 @@ pub fn gpu_bars(r: &GpuResults) -> Bars {
         name: name.to_string(),
         values: r.columns.iter().map(|c| Some(f(c))).collect(),
     };
-    let title = match &r.measured {
-        Some(m) => format!("GPU decode, zipflow against nvCOMP ({m})"),
-        None => "GPU decode, zipflow against nvCOMP".to_string(),
-    };
     Bars {
-        title,
+        title: "GPU decode: zipflow against nvCOMP, per column".into(),
+        subtitle: r.measured.clone(),
         y_desc: "decoded GB/s (kernel time, input on the device)".into(),
         categories: r.columns.iter().map(|c| c.column.clone()).collect(),
         series: vec![
@@ -293,12 +290,9 @@ pub fn query_bars(r: &QueryResults) -> Bars {
                 .collect(),
         })
         .collect();
-    let title = match &r.measured {
-        Some(m) => format!("Query time, DuckDB against zipflow ({m})"),
-        None => "Query time, DuckDB against zipflow".to_string(),
-    };
     Bars {
-        title,
+        title: "Query time: DuckDB against zipflow".into(),
+        subtitle: r.measured.clone(),
         y_desc: "median ms (lower is faster)".into(),
         categories: groups
             .iter()

@@ -9,6 +9,7 @@
 //! ```ignore
 //! let chart = Scatter {
 //!     title: "decode speed against ratio".into(),
+//!     subtitle: Some("TPC-H lineitem SF 1, one thread".into()),
 //!     x_desc: "compression ratio".into(),
 //!     y_desc: "GB/s".into(),
 //!     log_x: true,
@@ -20,6 +21,7 @@
 
 use crate::io::AtomicFile;
 use anyhow::{Context, Result, anyhow, bail};
+use plotters::coord::Shift;
 use plotters::coord::ranged1d::{
     AsRangedCoord, DefaultFormatting, KeyPointHint, Ranged, ValueFormatter,
 };
@@ -78,6 +80,8 @@ pub struct Series {
 pub struct Scatter {
     /// The caption above the chart.
     pub title: String,
+    /// A smaller line under the caption: what was measured, where, when.
+    pub subtitle: Option<String>,
     /// The horizontal axis' description.
     pub x_desc: String,
     /// The vertical axis' description.
@@ -104,6 +108,8 @@ pub struct BarSeries {
 pub struct Bars {
     /// The caption above the chart.
     pub title: String,
+    /// A smaller line under the caption: what was measured, where, when.
+    pub subtitle: Option<String>,
     /// The vertical axis' description.
     pub y_desc: String,
     /// The groups along the horizontal axis.
@@ -192,17 +198,153 @@ fn drawing<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> anyhow::Error + '_
     move |e| anyhow!("drawing the chart `{what}`: {e}")
 }
 
+/// Round values for the ticks of a logarithmic axis over `range`: 1, 2 and 5 times the powers
+/// of ten, with 3 and 7 too where that gives fewer than four.
+fn log_ticks(range: &std::ops::Range<f64>) -> Vec<f64> {
+    // `axis_range` gives a log axis positive, finite bounds; anything else gets no ticks.
+    if !(range.start > 0.0 && range.end.is_finite() && range.start < range.end) {
+        return Vec::new();
+    }
+    let ticks = |steps: &[f64]| -> Vec<f64> {
+        let (lo, hi) = (
+            range.start.log10().floor() as i32,
+            range.end.log10().ceil() as i32,
+        );
+        (lo..=hi)
+            .flat_map(|e| steps.iter().map(move |m| m * 10f64.powi(e)))
+            .filter(|v| range.contains(v))
+            .collect()
+    };
+    let coarse = ticks(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 4 {
+        coarse
+    } else {
+        ticks(&[1.0, 2.0, 3.0, 5.0, 7.0])
+    }
+}
+
+/// Estimated width in pixels of `text` at [`LABEL_PX`] (the naive metrics plotters uses
+/// without font files are similar).
+fn label_width(text: &str) -> i32 {
+    (text.chars().count() as f64 * f64::from(LABEL_PX) * 0.58).ceil() as i32
+}
+
+/// Font size of point labels, in pixels.
+const LABEL_PX: i32 = 12;
+/// Radius of a scatter point, in pixels.
+const POINT_PX: i32 = 5;
+
+/// A box in pixels: left, top, right, bottom.
+type PixelBox = (i32, i32, i32, i32);
+
+fn overlap(a: PixelBox, b: PixelBox) -> bool {
+    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+}
+
+/// Where each label goes, as an offset of its top-left corner from its point: the first of
+/// above right, below right, above left, below left, right and left that stays inside `area`
+/// and overlaps neither a label placed before nor a point; else the one inside with the
+/// fewest overlaps.
+fn place_labels(
+    points: &[(i32, i32)],
+    labels: &[(usize, &str)],
+    area: PixelBox,
+) -> Vec<(i32, i32)> {
+    let markers: Vec<PixelBox> = points
+        .iter()
+        .map(|&(x, y)| (x - POINT_PX, y - POINT_PX, x + POINT_PX, y + POINT_PX))
+        .collect();
+    let mut placed: Vec<PixelBox> = Vec::new();
+    labels
+        .iter()
+        .map(|&(i, text)| {
+            let (x, y) = points[i];
+            let (w, h) = (label_width(text), LABEL_PX + 2);
+            let gap = POINT_PX + 2;
+            let candidates = [
+                (gap, -h - 2),
+                (gap, 2),
+                (-gap - w, -h - 2),
+                (-gap - w, 2),
+                (gap, -h / 2),
+                (-gap - w, -h / 2),
+            ];
+            let cost = |&(dx, dy): &(i32, i32)| {
+                let b = (x + dx, y + dy, x + dx + w, y + dy + h);
+                let outside = b.0 < area.0 || b.1 < area.1 || b.2 > area.2 || b.3 > area.3;
+                let hits = placed
+                    .iter()
+                    .chain(&markers)
+                    .filter(|&&o| overlap(b, o))
+                    .count();
+                usize::from(outside) * 1000 + hits
+            };
+            // The first candidate of least cost.
+            let (dx, dy) = candidates
+                .iter()
+                .copied()
+                .min_by_key(cost)
+                .unwrap_or(candidates[0]);
+            placed.push((x + dx, y + dy, x + dx + w, y + dy + h));
+            (dx, dy)
+        })
+        .collect()
+}
+
+/// Draws the title (and the subtitle under it) across the top of `root`; returns the area
+/// below for the chart.
+fn header<'a>(
+    root: &DrawingArea<SVGBackend<'a>, Shift>,
+    title: &str,
+    subtitle: Option<&str>,
+) -> Result<DrawingArea<SVGBackend<'a>, Shift>> {
+    let err = drawing(title);
+    let centre = Pos::new(HPos::Center, VPos::Top);
+    let middle = SIZE.0 as i32 / 2;
+    let (head, body) = root.split_vertically(if subtitle.is_some() { 66 } else { 46 });
+    head.draw(&Text::new(
+        title,
+        (middle, 14),
+        TextStyle::from((FONT, 22).into_font()).pos(centre),
+    ))
+    .map_err(&err)?;
+    if let Some(sub) = subtitle {
+        head.draw(&Text::new(
+            sub,
+            (middle, 44),
+            TextStyle::from((FONT, 15).into_font())
+                .pos(centre)
+                .color(&RGBColor(80, 80, 80)),
+        ))
+        .map_err(&err)?;
+    }
+    Ok(body)
+}
+
+/// A point label with its place: the point it belongs to and its pixel offset from it.
+struct PlacedLabel {
+    series: usize,
+    x: f64,
+    y: f64,
+    text: String,
+    offset: (i32, i32),
+}
+
 impl Scatter {
     /// Draws the chart as an SVG document.
     pub fn render(&self) -> Result<String> {
         let points = || self.series.iter().flat_map(|s| &s.points);
         let xr = axis_range(points().map(|p| p.x), self.log_x)?;
         let yr = axis_range(points().map(|p| p.y), self.log_y)?;
+        let log = |r: std::ops::Range<f64>| {
+            let ticks = log_ticks(&r);
+            r.log_scale().with_key_points(ticks)
+        };
         match (self.log_x, self.log_y) {
             (false, false) => self.render_in(xr, yr),
-            (true, false) => self.render_in(xr.log_scale(), yr),
-            (false, true) => self.render_in(xr, yr.log_scale()),
-            (true, true) => self.render_in(xr.log_scale(), yr.log_scale()),
+            (true, false) => self.render_in(log(xr), yr),
+            (false, true) => self.render_in(xr, log(yr)),
+            (true, true) => self.render_in(log(xr), log(yr)),
         }
     }
 
@@ -219,9 +361,10 @@ impl Scatter {
         {
             let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
             root.fill(&WHITE).map_err(&err)?;
-            let mut chart = ChartBuilder::on(&root)
-                .caption(&self.title, (FONT, 22))
+            let body = header(&root, &self.title, self.subtitle.as_deref())?;
+            let mut chart = ChartBuilder::on(&body)
                 .margin(16)
+                .margin_top(4)
                 .x_label_area_size(48)
                 .y_label_area_size(64)
                 .build_cartesian_2d(x, y)
@@ -234,25 +377,30 @@ impl Scatter {
                 .y_label_formatter(&|v| number(*v))
                 .label_style((FONT, 14))
                 .axis_desc_style((FONT, 15))
-                .light_line_style(WHITE)
+                .max_light_lines(0)
                 .draw()
                 .map_err(&err)?;
+            let (xs, ys) = chart.plotting_area().get_pixel_range();
+            let area = (xs.start, ys.start, xs.end, ys.end);
+            let labels = self.labels(|p| chart.backend_coord(&(p.x, p.y)), area);
             for (i, s) in self.series.iter().enumerate() {
                 let colour = COLOURS[i % COLOURS.len()];
-                let label_style = TextStyle::from((FONT, 12).into_font()).color(&colour);
                 chart
-                    .draw_series(s.points.iter().map(|p| {
-                        EmptyElement::at((p.x, p.y))
-                            + Circle::new((0, 0), 5, colour.filled())
-                            + Text::new(
-                                p.label.clone().unwrap_or_default(),
-                                (7, -14),
-                                label_style.clone(),
-                            )
-                    }))
+                    .draw_series(
+                        s.points
+                            .iter()
+                            .map(|p| Circle::new((p.x, p.y), POINT_PX, colour.filled())),
+                    )
                     .map_err(&err)?
                     .label(s.name.as_str())
-                    .legend(move |(x, y)| Circle::new((x + 10, y), 5, colour.filled()));
+                    .legend(move |(x, y)| Circle::new((x + 10, y), POINT_PX, colour.filled()));
+                let style = TextStyle::from((FONT, LABEL_PX).into_font()).color(&colour);
+                chart
+                    .draw_series(labels.iter().filter(|l| l.series == i).map(|l| {
+                        EmptyElement::at((l.x, l.y))
+                            + Text::new(l.text.clone(), l.offset, style.clone())
+                    }))
+                    .map_err(&err)?;
             }
             chart
                 .configure_series_labels()
@@ -265,6 +413,49 @@ impl Scatter {
             root.present().map_err(&err)?;
         }
         Ok(svg)
+    }
+
+    /// The point labels and where they go: points of one series drawn within a point's radius of
+    /// each other share one label (their names joined), and labels avoid each other and the
+    /// points where they can. `pixel` maps a point to the backend's pixels.
+    /// `area` is the plotting area in pixels.
+    fn labels(&self, pixel: impl Fn(&Point) -> (i32, i32), area: PixelBox) -> Vec<PlacedLabel> {
+        let mut all: Vec<(usize, &Point, (i32, i32))> = Vec::new();
+        for (i, s) in self.series.iter().enumerate() {
+            all.extend(s.points.iter().map(|p| (i, p, pixel(p))));
+        }
+        // (index into `all` of the first point of a group, joined text)
+        let mut groups: Vec<(usize, String)> = Vec::new();
+        for (k, &(series, p, (x, y))) in all.iter().enumerate() {
+            let Some(label) = p.label.as_deref().filter(|l| !l.is_empty()) else {
+                continue;
+            };
+            let near = groups.iter_mut().find(|(g, _)| {
+                let (gs, _, (gx, gy)) = all[*g];
+                gs == series && (gx - x).abs() <= POINT_PX && (gy - y).abs() <= POINT_PX
+            });
+            match near {
+                Some((_, text)) => {
+                    text.push_str(", ");
+                    text.push_str(label);
+                }
+                None => groups.push((k, label.to_string())),
+            }
+        }
+        let pixels: Vec<(i32, i32)> = all.iter().map(|a| a.2).collect();
+        let order: Vec<(usize, &str)> = groups.iter().map(|(k, t)| (*k, t.as_str())).collect();
+        let offsets = place_labels(&pixels, &order, area);
+        groups
+            .iter()
+            .zip(offsets)
+            .map(|((k, text), offset)| PlacedLabel {
+                series: all[*k].0,
+                x: all[*k].1.x,
+                y: all[*k].1.y,
+                text: text.clone(),
+                offset,
+            })
+            .collect()
     }
 
     /// Draws the chart into the SVG file `path`.
@@ -313,15 +504,17 @@ impl Bars {
             );
         }
         let values = self.series.iter().flat_map(|s| s.values.iter().flatten());
-        let top = axis_range(values.copied().chain([0.0]), false)?.end * 1.08;
+        // Headroom for the values above the bars and the legend.
+        let top = axis_range(values.copied().chain([0.0]), false)?.end * 1.15;
         let err = drawing(&self.title);
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
             root.fill(&WHITE).map_err(&err)?;
-            let mut chart = ChartBuilder::on(&root)
-                .caption(&self.title, (FONT, 22))
+            let body = header(&root, &self.title, self.subtitle.as_deref())?;
+            let mut chart = ChartBuilder::on(&body)
                 .margin(16)
+                .margin_top(4)
                 .x_label_area_size(40)
                 .y_label_area_size(72)
                 .build_cartesian_2d(CategoryAxis { n }, 0.0..top)
@@ -342,13 +535,13 @@ impl Bars {
                 .y_label_formatter(&|v| number(*v))
                 .label_style((FONT, 14))
                 .axis_desc_style((FONT, 15))
-                .light_line_style(WHITE)
+                .max_light_lines(0)
                 .draw()
                 .map_err(&err)?;
             let k = self.series.len() as f64;
             // Bars fill 80 % of a category, side by side in series order.
             let width = 0.8 / k;
-            let value_style = TextStyle::from((FONT, 11).into_font())
+            let value_style = TextStyle::from((FONT, 12).into_font())
                 .pos(Pos::new(HPos::Center, VPos::Bottom))
                 .color(&BLACK);
             for (j, s) in self.series.iter().enumerate() {
@@ -413,6 +606,7 @@ mod tests {
         let path = dir.path().join("scatter.svg");
         let chart = Scatter {
             title: "decode speed against ratio".into(),
+            subtitle: Some("SF 1, one thread".into()),
             x_desc: "compression ratio".into(),
             y_desc: "GB/s".into(),
             log_x: true,
@@ -437,6 +631,7 @@ mod tests {
         let t = texts(&svg);
         for want in [
             "decode speed against ratio",
+            "SF 1, one thread",
             "compression ratio",
             "GB/s",
             "l_orderkey",
@@ -461,6 +656,7 @@ mod tests {
     fn scatter_refuses_non_positive_values_on_a_log_axis() {
         let chart = Scatter {
             title: "t".into(),
+            subtitle: None,
             x_desc: "x".into(),
             y_desc: "y".into(),
             log_x: false,
@@ -483,6 +679,7 @@ mod tests {
         let path = dir.path().join("bars.svg");
         let chart = Bars {
             title: "Q1 and Q6".into(),
+            subtitle: None,
             y_desc: "ms".into(),
             categories: vec!["Q1, 1 thread".into(), "Q6, 1 thread".into()],
             series: vec![
@@ -519,6 +716,30 @@ mod tests {
             ..chart
         };
         assert!(short.render().is_err());
+    }
+
+    #[test]
+    fn labels_avoid_each_other_and_stay_inside() {
+        let area = (0, 0, 400, 300);
+        // Two points side by side: the second label goes elsewhere than the first.
+        let offsets = place_labels(&[(100, 100), (100, 104)], &[(0, "aaaa"), (1, "bbbb")], area);
+        assert_eq!(offsets[0], (7, -16));
+        assert_ne!(offsets[1], offsets[0]);
+        // A point at the top right corner: its label goes below left, inside the area.
+        let offsets = place_labels(&[(395, 5)], &[(0, "a long label")], area);
+        let (dx, dy) = offsets[0];
+        assert!(
+            395 + dx >= 0 && 395 + dx + label_width("a long label") <= 400,
+            "{dx}"
+        );
+        assert!(5 + dy >= 0, "{dy}");
+    }
+
+    #[test]
+    fn log_ticks_are_round() {
+        assert_eq!(log_ticks(&(2.0..80.0)), [2.0, 5.0, 10.0, 20.0, 50.0]);
+        assert_eq!(log_ticks(&(1.5..9.0)), [2.0, 3.0, 5.0, 7.0]);
+        assert!(log_ticks(&(0.0..9.0)).is_empty());
     }
 
     #[test]
