@@ -11,9 +11,14 @@ Usage:        python3 bench/duckdb/tpch.py --sf 1 --threads 1,2 --runs 7
 With `--zipflow target/release/zipflow --zf lineitem.zf`, each (query, threads) measurement
 of DuckDB is followed at once by `zipflow bench tpch` on the same query and thread count, so
 both see the same machine load (this machine is shared; timings drift minute to minute).
+
+With `--json results.json`, the medians are also saved as JSON (one row per query, thread
+count and engine: `duckdb`, `duckdb-parquet` or `zipflow`), which
+`zipflow bench chart queries --from results.json --svg queries.svg` draws as grouped bars.
 """
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -60,7 +65,8 @@ def extension_dir():
 
 
 def zf_bench(args, qname, threads):
-    """Runs `zipflow bench tpch` for one query and thread count and prints its line."""
+    """Runs `zipflow bench tpch` for one query and thread count, prints its line and returns
+    its median ms (None when it printed no line for the query)."""
     out = subprocess.run(
         [args.zipflow, "bench", "tpch", "--file", args.zf, "--queries", qname,
          "--threads", str(threads), "--runs", str(args.runs)],
@@ -70,6 +76,29 @@ def zf_bench(args, qname, threads):
         f = line.split()
         if f and f[0] == qname:
             print(f"{qname:<6} {'zipflow':<8} {threads:>7} {float(f[2]):>10.2f} {float(f[3]):>9.2f} {f[5]:>11}")
+            return float(f[2])
+    return None
+
+
+def write_json(path, args, medians):
+    """Writes the medians for `zipflow bench chart queries`, through a temporary file renamed
+    onto `path` when complete."""
+    doc = {
+        "measured": f"TPC-H SF {args.sf:g} lineitem, DuckDB {duckdb.__version__}, medians of "
+                    f"{args.runs}, {time.strftime('%Y-%m-%d')}",
+        "sf": args.sf,
+        "runs": args.runs,
+        "duckdb": duckdb.__version__,
+        "results": [
+            {"query": q, "threads": t, "engine": e, "median_ms": round(ms, 3)}
+            for (q, t, e, ms) in medians
+        ],
+    }
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 def main():
@@ -81,7 +110,12 @@ def main():
     ap.add_argument("--no-parquet", action="store_true", help="only the native table")
     ap.add_argument("--zipflow", help="zipflow binary to interleave with (see the module docs)")
     ap.add_argument("--zf", help="lineitem .zf file for --zipflow")
+    ap.add_argument("--json", metavar="PATH",
+                    help="also save the medians (query, threads, engine, median ms) as JSON here, "
+                         "for `zipflow bench chart queries --from PATH --svg CHART`")
     args = ap.parse_args()
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        sys.exit(f"--json {args.json}: its directory does not exist")
     threads = [int(t) for t in args.threads.split(",")]
 
     con = duckdb.connect()
@@ -106,6 +140,7 @@ def main():
 
     print(f"{'query':<6} {'source':<8} {'threads':>7} {'median ms':>10} {'min ms':>9} {'cpu ms/run':>11}")
     results = {}
+    medians = []  # (query, threads, engine, median ms)
     for qname, text in [("Q1", Q1), ("Q6", Q6)]:
         for source, table in tables:
             sql = text.format(table=table)
@@ -119,9 +154,17 @@ def main():
                     con.execute(sql).fetchall()
                     times.append((time.perf_counter() - s) * 1e3)
                 cpu = (time.process_time() - cpu0) * 1e3 / args.runs
-                print(f"{qname:<6} {source:<8} {t:>7} {statistics.median(times):>10.2f} {min(times):>9.2f} {cpu:>11.1f}")
+                median = statistics.median(times)
+                print(f"{qname:<6} {source:<8} {t:>7} {median:>10.2f} {min(times):>9.2f} {cpu:>11.1f}")
+                engine = "duckdb" if source == "native" else f"duckdb-{source}"
+                medians.append((qname, t, engine, median))
                 if args.zipflow and source == "native":
-                    zf_bench(args, qname, t)
+                    zf = zf_bench(args, qname, t)
+                    if zf is not None:
+                        medians.append((qname, t, "zipflow", zf))
+    if args.json:
+        write_json(args.json, args, medians)
+        print(f"wrote the medians to {args.json}", file=sys.stderr)
     for qname, rows in results.items():
         print(f"\n{qname} result:")
         for r in rows:

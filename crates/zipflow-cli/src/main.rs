@@ -41,7 +41,8 @@ enum Command {
     /// Raster bands: compress uint16 GeoTIFF bands, fused NDVI aggregates on them.
     Raster(commands::raster::Args),
     /// Benchmark suites: tpch (Q1 and Q6), text (text plans beside gzip, zstd, bzip2),
-    /// selection (plan search against exhaustive search and Parquet).
+    /// selection (plan search against exhaustive search and Parquet), gpu (against nvCOMP),
+    /// and SVG charts of saved results (chart).
     Bench(commands::bench::Args),
 }
 

@@ -1,4 +1,6 @@
-//! Plain-text tables and human-readable figures for the command's output.
+//! Plain-text tables and human-readable figures for the command's output, and SVG charts.
+
+pub mod chart;
 
 /// A table printed with aligned columns: the first column left-aligned, the rest right.
 pub struct Table {

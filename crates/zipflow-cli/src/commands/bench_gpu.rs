@@ -5,10 +5,12 @@
 //! copy of the same rows; it writes one JSON row per column and codec (`col`, `codec`, `mb`,
 //! `ratio`, `gbs`, `ok` or `err`), which this suite joins with zipflow's columns by name.
 
+use super::bench_chart::{GpuColumn, GpuResults, gpu_bars};
 use super::gpu::{ColumnTiming, bench, fusion};
 use crate::io::{TableFormat, TableSink};
 use anyhow::{Context, Result, bail};
 use arrow::record_batch::RecordBatch;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -44,6 +46,14 @@ pub struct Args {
     /// Values per column of the fused-against-separate comparison (0 skips it).
     #[arg(long, default_value_t = 64 << 20)]
     pub fusion_rows: usize,
+    /// Draw zipflow's and nvCOMP's decode GB/s per column as grouped bars into this SVG file
+    /// (needs --nvcomp).
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Save the figures of that chart as JSON here (needs --nvcomp), for
+    /// `zipflow bench chart gpu --from PATH --svg CHART` to draw it again.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
     /// Hide progress spinners.
     #[arg(short, long)]
     pub quiet: bool,
@@ -179,6 +189,46 @@ fn compare(z: &ColumnTiming, nv: &[NvRow]) -> Option<String> {
     ))
 }
 
+/// The chart's figures for zipflow column `z`: its GB/s beside nvCOMP's codec with the best
+/// ratio and its fastest, or `None` when nvCOMP has no correct row for it.
+fn chart_column(z: &ColumnTiming, nv: &[NvRow]) -> Option<GpuColumn> {
+    let rows: Vec<&NvRow> = nv.iter().filter(|r| r.column() == z.name).collect();
+    let best = rows.iter().max_by(|a, b| a.ratio.total_cmp(&b.ratio))?;
+    let fastest = rows.iter().max_by(|a, b| a.gbs.total_cmp(&b.gbs))?;
+    let codec = |r: &NvRow| format!("{} {}", r.codec, r.fed());
+    Some(GpuColumn {
+        column: z.name.clone(),
+        zipflow_gbs: z.decoded / z.kernel_ms / 1e6,
+        best_ratio_codec: codec(best),
+        best_ratio_gbs: best.gbs,
+        fastest_codec: codec(fastest),
+        fastest_gbs: fastest.gbs,
+    })
+}
+
+/// Writes the `--json` figures and draws the `--svg` chart of zipflow against nvCOMP.
+fn save_chart(a: &Args, device: &str, timings: &[ColumnTiming], nv: &[NvRow]) -> Result<()> {
+    let results = GpuResults {
+        measured: Some(format!("TPC-H SF{} lineitem, {device}", a.sf)),
+        columns: timings.iter().filter_map(|z| chart_column(z, nv)).collect(),
+    };
+    if results.columns.is_empty() {
+        bail!("nvCOMP decoded no column correctly: no chart to draw");
+    }
+    if let Some(path) = &a.json {
+        let (target, mut file) = crate::io::AtomicFile::create(path, true)?;
+        file.write_all(results.to_json().as_bytes())
+            .with_context(|| format!("{}: cannot write", path.display()))?;
+        target.commit()?;
+        println!("\nwrote the chart's figures to {}", path.display());
+    }
+    if let Some(path) = &a.svg {
+        gpu_bars(&results).write(path)?;
+        println!("\nwrote the chart to {}", path.display());
+    }
+    Ok(())
+}
+
 /// The rows of the .zf at `path`, for a Parquet copy.
 fn read_rows(path: &Path) -> Result<Vec<RecordBatch>> {
     let zf = ZfFile::open(path)?;
@@ -193,11 +243,17 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--sf must be in (0, 1000], got {}", a.sf);
     }
     // Fail before generating anything when there is no GPU.
-    drop(zipflow_cuda::Gpu::open(a.device)?);
+    let device_name = zipflow_cuda::Gpu::open(a.device)?.info().name.clone();
     if let Some(script) = &a.nvcomp
         && !script.is_file()
     {
         bail!("--nvcomp {}: no such file", script.display());
+    }
+    if a.nvcomp.is_none() && (a.svg.is_some() || a.json.is_some()) {
+        bail!("--svg and --json draw zipflow against nvCOMP: they need --nvcomp");
+    }
+    for path in a.svg.iter().chain(&a.json) {
+        crate::io::check_output_dir(path)?;
     }
     let work =
         WorkDir(std::env::temp_dir().join(format!("zipflow-bench-gpu-{}", std::process::id())));
@@ -294,6 +350,7 @@ pub fn run(a: Args) -> Result<()> {
                 println!("{line}");
             }
         }
+        save_chart(&a, &device_name, &timings, &nv)?;
     }
 
     if a.fusion_rows > 0 {

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_chart;
 pub mod bench_gpu;
 pub mod bench_selection;
 pub mod bench_text;

@@ -5,6 +5,7 @@
 //! size the same column takes in Parquet+zstd(3) written by arrow-rs.
 
 use crate::io::parquet_props;
+use crate::report::chart::{Point, Scatter, Series};
 use crate::report::{Table, bytes, ratio, speed};
 use anyhow::{Result, bail};
 use arrow::array::Array;
@@ -39,6 +40,11 @@ pub struct Args {
     /// Skip the Parquet+zstd(3) comparison.
     #[arg(long)]
     pub no_parquet: bool,
+    /// Also draw decode speed to Arrow (GB/s) against compression ratio, one point per column,
+    /// into this SVG file; with the Parquet comparison, each column's Parquet+zstd(3) ratio
+    /// and arrow-rs decode speed (read alone, one thread) as a second series.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
     /// No progress spinners.
     #[arg(short, long)]
     pub quiet: bool,
@@ -92,7 +98,7 @@ pub fn run(a: Args) -> Result<()> {
     if !(a.sf > 0.0 && a.sf <= 1000.0) {
         bail!("--sf must be in (0, 1000], got {}", a.sf);
     }
-    if let Some(out) = &a.output {
+    for out in a.output.iter().chain(&a.svg) {
         crate::io::check_output_dir(out)?;
     }
     let t = Instant::now();
@@ -161,7 +167,7 @@ fn compress_verify_report(
         None
     } else {
         let bar = spinner("writing Parquet+zstd(3) for comparison", a.quiet);
-        let p = parquet_reference(batches, &schema, &main_cols, a.chunk_rows)?;
+        let p = parquet_reference(batches, &schema, &main_cols, a.chunk_rows, a.svg.is_some())?;
         bar.finish_and_clear();
         Some(p)
     };
@@ -176,6 +182,13 @@ fn compress_verify_report(
     };
     report.columns();
     report.totals(&schema, &main_cols);
+    if let Some(svg) = &a.svg {
+        report.chart(a.sf).write(svg)?;
+        println!(
+            "wrote the chart of decode speed against ratio to {}",
+            svg.display()
+        );
+    }
     Ok(())
 }
 
@@ -295,6 +308,8 @@ struct Parquet {
     total: u64,
     /// Seconds to read the main columns on one thread (median of 3).
     main_secs: f64,
+    /// Seconds to read each column alone on one thread (median of 3), when asked for.
+    column_secs: Option<Vec<f64>>,
 }
 
 fn parquet_reference(
@@ -302,6 +317,7 @@ fn parquet_reference(
     schema: &arrow::datatypes::SchemaRef,
     main_cols: &[usize],
     batch_rows: usize,
+    per_column: bool,
 ) -> Result<Parquet> {
     let mut sizes = vec![0u64; schema.fields().len()];
     let mut buf = Vec::new();
@@ -317,23 +333,36 @@ fn parquet_reference(
     }
     let total = buf.len() as u64;
     let bytes = bytes::Bytes::from(buf);
-    let main_secs = median_secs(|| {
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?;
-        let mask = ProjectionMask::roots(builder.parquet_schema(), main_cols.iter().copied());
-        // Batches as large as zipflow's chunks: arrow-rs's fastest setting here.
-        let reader = builder
-            .with_projection(mask)
-            .with_batch_size(batch_rows)
-            .build()?;
-        for b in reader {
-            std::hint::black_box(b?);
-        }
-        Ok(())
-    })?;
+    let read = |cols: &[usize]| {
+        median_secs(|| {
+            let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?;
+            let mask = ProjectionMask::roots(builder.parquet_schema(), cols.iter().copied());
+            // Batches as large as zipflow's chunks: arrow-rs's fastest setting here.
+            let reader = builder
+                .with_projection(mask)
+                .with_batch_size(batch_rows)
+                .build()?;
+            for b in reader {
+                std::hint::black_box(b?);
+            }
+            Ok(())
+        })
+    };
+    let main_secs = read(main_cols)?;
+    let column_secs = if per_column {
+        Some(
+            (0..schema.fields().len())
+                .map(|c| read(&[c]))
+                .collect::<Result<Vec<_>>>()?,
+        )
+    } else {
+        None
+    };
     Ok(Parquet {
         sizes,
         total,
         main_secs,
+        column_secs,
     })
 }
 
@@ -417,6 +446,62 @@ impl Report<'_> {
                 "Parquet+zstd(3) file written by arrow-rs: {}",
                 bytes(p.total)
             );
+        }
+    }
+
+    /// Decode speed to Arrow against compression ratio, a point per column: zipflow's, and
+    /// Parquet+zstd(3)'s where each column was read alone.
+    fn chart(&self, sf: f64) -> Scatter {
+        let gbs = |plain: u64, secs: f64| plain as f64 / secs.max(1e-12) / 1e9;
+        let name = |c: usize| self.summary.columns[c].name.clone();
+        let mut series = vec![Series {
+            name: "zipflow, to Arrow".into(),
+            points: (0..self.summary.columns.len())
+                .map(|c| {
+                    let plain = self.plain[c];
+                    let zf = self.summary.columns[c].compressed_bytes.max(1);
+                    Point::labelled(
+                        plain as f64 / zf as f64,
+                        gbs(plain, self.decode.arrow[c]),
+                        name(c),
+                    )
+                })
+                .collect(),
+        }];
+        if let Some((p, secs)) = self
+            .parquet
+            .and_then(|p| Some((p, p.column_secs.as_ref()?)))
+        {
+            series.push(Series {
+                name: "Parquet+zstd(3), arrow-rs".into(),
+                points: secs
+                    .iter()
+                    .enumerate()
+                    .map(|(c, &s)| {
+                        let plain = self.plain[c];
+                        Point::labelled(
+                            plain as f64 / p.sizes[c].max(1) as f64,
+                            gbs(plain, s),
+                            name(c),
+                        )
+                    })
+                    .collect(),
+            });
+        }
+        let subtitle = match self.parquet {
+            Some(p) if p.column_secs.is_some() => format!(
+                "TPC-H lineitem SF {sf}; one thread; Parquet+zstd(3) read by arrow-rs one column at a time"
+            ),
+            _ => format!("TPC-H lineitem SF {sf}; one thread"),
+        };
+        Scatter {
+            title: "Decode speed against compression ratio, per column".into(),
+            subtitle: Some(subtitle),
+            x_desc: "compression ratio (Arrow size / compressed size, log scale)".into(),
+            y_desc: "decode to Arrow, GB/s (one thread)".into(),
+            log_x: true,
+            log_y: false,
+            series,
         }
     }
 
