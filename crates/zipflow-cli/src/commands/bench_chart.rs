@@ -371,7 +371,7 @@ mod tests {
         assert!(err(QueryResults::parse(&zero_threads)).contains("row 3: `threads`"));
         let text_ms = QUERIES.replace("65.5", r#""65.5""#);
         assert!(err(QueryResults::parse(&text_ms)).contains("row 2: `median_ms`"));
-        let no_engine = QUERIES.replace(r#""engine": "zipflow", "median_ms": 4.8"#, "");
+        let no_engine = QUERIES.replace(r#", "engine": "zipflow", "median_ms": 4.8"#, "");
         assert!(err(QueryResults::parse(&no_engine)).contains("row 3: `engine`"));
         let dup = QUERIES.replace(r#""Q6", "threads": 2"#, r#""Q1", "threads": 1"#);
         assert!(err(QueryResults::parse(&dup)).contains("given twice"));
