@@ -6,7 +6,6 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use rayon::prelude::*;
-use std::sync::Arc;
 use tpchgen::generators::LineItemGenerator;
 use tpchgen_arrow::LineItemArrow;
 
@@ -73,28 +72,4 @@ pub fn plain_sizes(batches: &[RecordBatch]) -> Vec<u64> {
                 .sum()
         })
         .collect()
-}
-
-/// The same batches as Arrow 59 record batches (what vortex 0.90 speaks), through an Arrow
-/// IPC stream: one copy, outside any timing.
-pub fn to_arrow59(
-    batches: &[RecordBatch],
-) -> Result<(arrow59_schema::SchemaRef, Vec<arrow59_array::RecordBatch>)> {
-    let Some(first) = batches.first() else {
-        bail!("no batches to convert");
-    };
-    let mut ipc = Vec::new();
-    {
-        let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut ipc, &first.schema())?;
-        for b in batches {
-            w.write(b)?;
-        }
-        w.finish()?;
-    }
-    let reader = arrow59_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None)?;
-    let schema = Arc::clone(&reader.schema());
-    let out = reader
-        .collect::<Result<Vec<_>, _>>()
-        .context("reading the IPC stream back with Arrow 59")?;
-    Ok((schema, out))
 }

@@ -20,7 +20,7 @@ mod timing;
 mod vx;
 mod zipflow;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use arrow::array::{Array, ArrayRef};
 use arrow::record_batch::RecordBatch;
 use clap::Parser;
@@ -83,10 +83,12 @@ fn main() -> Result<()> {
     let pq = parquet_zstd::run(&batches, rows, args.chunk_rows, args.runs)?;
 
     eprintln!("Vortex ...");
-    let (schema59, batches59) = data::to_arrow59(&batches)?;
+    let schema = batches
+        .first()
+        .map(|b| b.schema())
+        .context("no batches generated")?;
+    let vx = vx::run(&schema, &batches, args.runs)?;
     drop(batches);
-    let vx = vx::run(&schema59, &batches59, args.runs)?;
-    drop(batches59);
 
     let zf_total: u64 = zf.column_bytes.iter().sum();
     println!(

@@ -12,9 +12,9 @@
 
 use crate::timing::{Timing, measure};
 use anyhow::{Result, bail};
-use arrow59_array::cast::AsArray;
-use arrow59_array::{Array, ArrayRef as ArrowArrayRef, RecordBatch};
-use arrow59_schema::{Field, SchemaRef};
+use arrow::array::AsArray;
+use arrow::array::{Array, ArrayRef as ArrowArrayRef, RecordBatch};
+use arrow::datatypes::{Field, SchemaRef};
 use vortex::VortexSessionDefault;
 use vortex::array::{ArrayRef, VortexSessionExecute};
 use vortex::arrow::ArrowSessionExt;
@@ -114,7 +114,7 @@ pub fn run(schema: &SchemaRef, batches: &[RecordBatch], runs: usize) -> Result<V
 
     let mut column_to_arrow = Vec::with_capacity(schema.fields().len());
     for (c, f) in schema.fields().iter().enumerate() {
-        let one = SchemaRef::new(arrow59_schema::Schema::new(vec![f.clone()]));
+        let one = SchemaRef::new(arrow::datatypes::Schema::new(vec![f.clone()]));
         let field = Field::new_struct("", one.fields().clone(), false);
         let compressed = batches
             .iter()
@@ -153,7 +153,7 @@ fn concat_columns(batches: &[RecordBatch]) -> Result<Vec<ArrowArrayRef>> {
     (0..ncol)
         .map(|c| {
             let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
-            Ok(arrow59_select::concat::concat(&parts)?)
+            Ok(arrow::compute::concat(&parts)?)
         })
         .collect()
 }
