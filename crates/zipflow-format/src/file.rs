@@ -807,6 +807,46 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
     Ok((footer, schema))
 }
 
+/// Rewrites the checksums in a file's bytes to match what the bytes now hold: the footer's
+/// in the trailer and, when the footer parses, every chunk payload's in the footer. A damaged
+/// or mutated file then gets past the checksums to the footer parser and the decoders behind
+/// them: for fuzzing and for tests of what the checksums guard. `None` when the bytes have no
+/// trailer to locate the footer by.
+pub fn reseal(bytes: &[u8]) -> Option<Vec<u8>> {
+    if bytes.len() < HEADER_LEN + TRAILER_LEN {
+        return None;
+    }
+    let mut out = bytes.to_vec();
+    let body_end = out.len() - TRAILER_LEN;
+    let footer_len = u64::from_le_bytes(out.get(body_end..body_end + 8)?.try_into().ok()?);
+    let footer_len = usize::try_from(footer_len).ok()?;
+    let footer_start = body_end.checked_sub(footer_len)?;
+    if footer_start < HEADER_LEN {
+        return None;
+    }
+    let version = u16::from_le_bytes([out[8], out[9]]);
+    // `Footer::write` writes this build's version: older footers keep their entries.
+    if version == VERSION
+        && let Ok(mut footer) =
+            Footer::read(&out[footer_start..body_end], footer_start as u64, version)
+    {
+        for m in footer.chunks.iter_mut().flatten() {
+            // `Footer::read` checked that every payload lies inside the payload area.
+            let start = usize::try_from(m.offset).ok()?;
+            let end = start.checked_add(usize::try_from(m.payload_len()).ok()?)?;
+            m.checksum = xxh3_64(out.get(start..end)?);
+        }
+        if let Ok(new) = footer.write()
+            && new.len() == footer_len
+        {
+            out[footer_start..body_end].copy_from_slice(&new);
+        }
+    }
+    let sum = xxh3_64(&out[footer_start..body_end]);
+    out[body_end + 8..body_end + 16].copy_from_slice(&sum.to_le_bytes());
+    Some(out)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Writer
 

@@ -1,0 +1,1 @@
+SELECT k, sum(q), count(*), min(s), max(p) FROM t GROUP BY k ORDER BY k

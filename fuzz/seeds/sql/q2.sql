@@ -1,0 +1,1 @@
+SELECT count(*) FROM t WHERE x = 0 OR x IN (-0.0, 1.5) AND q NOT IN (1, 2, NULL)

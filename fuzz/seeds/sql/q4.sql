@@ -1,0 +1,1 @@
+SELECT sum(CASE WHEN s LIKE 'b%' THEN p ELSE 0 END) / sum(p) FROM t WHERE q > -100 AND q <= 800

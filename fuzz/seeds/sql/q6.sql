@@ -1,0 +1,1 @@
+SELECT min(x), max(x), sum(x), count(x) FROM t WHERE k <> 3
