@@ -19,5 +19,9 @@ fuzz_target!(|data: &[u8]| {
             Err(_) => return,
         }
     }
-    assert_eq!(rows, file.num_rows(), "a file that reads must give its rows");
+    assert_eq!(
+        rows,
+        file.num_rows(),
+        "a file that reads must give its rows"
+    );
 });

@@ -31,7 +31,9 @@ fn build() -> Option<Table> {
     let floats = [0.0, -0.0, 1.5, f64::NAN, -2.25, 1e300];
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values((0..n).map(|i| i % 7))),
-        Arc::new(Int64Array::from_iter((0..n).map(|i| (i % 5 != 0).then_some(i - 1500)))),
+        Arc::new(Int64Array::from_iter(
+            (0..n).map(|i| (i % 5 != 0).then_some(i - 1500)),
+        )),
         Arc::new(Float64Array::from_iter(
             (0..n).map(|i| (i % 13 != 0).then_some(floats[(i % 6) as usize])),
         )),
@@ -40,7 +42,9 @@ fn build() -> Option<Table> {
                 .with_precision_and_scale(12, 2)
                 .ok()?,
         ),
-        Arc::new(Date32Array::from_iter_values((0..n).map(|i| 9000 + (i % 400) as i32))),
+        Arc::new(Date32Array::from_iter_values(
+            (0..n).map(|i| 9000 + (i % 400) as i32),
+        )),
         Arc::new(StringArray::from_iter((0..n).map(|i| {
             (i % 11 != 0).then_some(["a", "bb", "", "ccc", "dé"][(i % 5) as usize])
         }))),
@@ -72,13 +76,28 @@ fuzz_target!(|data: &[u8]| {
     let Ok(q) = sql::plan(text, &table.schema()) else {
         return;
     };
-    let fast = table.run(&q, &ScanOptions { threads: 1, reference: false });
-    let reference = table.run(&q, &ScanOptions { threads: 1, reference: true });
+    let fast = table.run(
+        &q,
+        &ScanOptions {
+            threads: 1,
+            reference: false,
+        },
+    );
+    let reference = table.run(
+        &q,
+        &ScanOptions {
+            threads: 1,
+            reference: true,
+        },
+    );
     match (fast, reference) {
         (Ok(a), Ok(b)) => {
             assert_eq!(a.rows.len(), b.rows.len(), "{text}: row counts differ");
             if !a.types.contains(&SqlType::Float) {
-                assert_eq!(a, b, "{text}: the block path and the reference path disagree");
+                assert_eq!(
+                    a, b,
+                    "{text}: the block path and the reference path disagree"
+                );
             }
         }
         (Err(_), Err(_)) => {}
