@@ -269,7 +269,10 @@ impl Gpu {
 /// the host and the kernel cannot disagree on them. With `ZIPFLOW_CUDA_LINEINFO` set (not
 /// empty or `0`) kernels carry line information, so that a profiler such as Nsight Compute
 /// attributes its counters to lines of the generated source (options are part of the cache
-/// key: such modules are cached apart).
+/// key: such modules are cached apart). With `ZIPFLOW_CUDA_NO_BULK` set likewise, kernels store
+/// every value by their threads instead of by bulk copies (`cp.async.bulk`, Hopper and later):
+/// compute-sanitizer's initcheck does not follow bulk copies and would report their output as
+/// uninitialised.
 pub fn compile_options(kernel: &Kernel, info: &GpuInfo) -> Vec<String> {
     let mut options = vec![
         format!("--gpu-architecture={}", info.sm()),
@@ -279,6 +282,9 @@ pub fn compile_options(kernel: &Kernel, info: &GpuInfo) -> Vec<String> {
     ];
     if std::env::var("ZIPFLOW_CUDA_LINEINFO").is_ok_and(|v| !v.is_empty() && v != "0") {
         options.push("-lineinfo".into());
+    }
+    if std::env::var("ZIPFLOW_CUDA_NO_BULK").is_ok_and(|v| !v.is_empty() && v != "0") {
+        options.push("-DZF_NO_BULK".into());
     }
     options
 }

@@ -46,30 +46,37 @@ __device__ __forceinline__ void zf_prefetch_l2(const u8* p, size_t lo, size_t hi
 #endif
 }
 
+// ZF_BULK: bulk copies from shared to device memory (Hopper and later, unless ZF_NO_BULK).
+#if __CUDA_ARCH__ >= 900 && !defined(ZF_NO_BULK)
+#define ZF_BULK 1
+#else
+#define ZF_BULK 0
+#endif
+
 // Bulk copies from a stage in shared memory to device memory (Hopper and later; earlier
 // devices store the stage by thread). The threads that wrote the stage fence their writes for
 // the copy engine (zf_bulk_fence) before the barrier ahead of the copy; the thread that
 // issued it waits until the copy has read the stage (zf_bulk_read_wait) before the barrier
 // ahead of the stage's next writes, and until it is done (zf_bulk_wait) before the block ends.
 __device__ __forceinline__ void zf_bulk_fence() {
-#if __CUDA_ARCH__ >= 900
+#if ZF_BULK
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void zf_bulk_read_wait() {
-#if __CUDA_ARCH__ >= 900
+#if ZF_BULK
   if (threadIdx.x == 0u) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void zf_bulk_wait() {
-#if __CUDA_ARCH__ >= 900
+#if ZF_BULK
   if (threadIdx.x == 0u) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #endif
 }
 // One bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) from shared memory
 // to device memory, evict-first (Hopper and later; by one thread).
 __device__ __forceinline__ void zf_bulk_store(void* dst, const void* src, u32 bytes) {
-#if __CUDA_ARCH__ >= 900
+#if ZF_BULK
   u64 policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;"
@@ -85,7 +92,7 @@ __device__ __forceinline__ void zf_bulk_store(void* dst, const void* src, u32 by
 template <typename T>
 __device__ __forceinline__ void zf_store_values(T* __restrict__ go, const T* st, u32 cnt) {
   u32 i0 = 0u;
-#if __CUDA_ARCH__ >= 900
+#if ZF_BULK
   if (((size_t)go & 15u) == 0u) {
     const u32 whole = (cnt * (u32)sizeof(T)) & ~15u;
     if (threadIdx.x == 0u && whole != 0u) zf_bulk_store(go, st, whole);

@@ -182,7 +182,7 @@ __device__ __forceinline__ void zf_store_from(u8* __restrict__ out, const u8* st
 // in between go by one bulk copy (the copy engine reads the stage; no thread loads and stores
 // them), issued by thread 0, evict-first (see zf_bulk_fence for the fences and waits).
 __device__ __forceinline__ void zf_store_bulk(u8* __restrict__ out, const u8* st, u64 g0, u64 g1) {
-#if __CUDA_ARCH__ >= 900
+#if ZF_BULK
   const u32 t = threadIdx.x;
   const u64 gb = g0 & ~15ull, v0 = (g0 + 15u) & ~15ull, v1 = g1 & ~15ull;
   if (v0 > v1) {
