@@ -269,11 +269,13 @@ pub fn check_output_dir(path: &Path) -> Result<()> {
 }
 
 /// A file written under a temporary name and renamed onto its target only when complete;
-/// dropped before [`AtomicFile::commit`], it deletes the temporary file.
+/// dropped before [`AtomicFile::commit`], it deletes the temporary file. The temporary path
+/// is on the list a signal cleans up ([`zipflow_format::cleanup`]).
 pub struct AtomicFile {
     tmp: PathBuf,
     target: PathBuf,
     done: bool,
+    _listed: zipflow_format::cleanup::Registered,
 }
 
 impl AtomicFile {
@@ -286,15 +288,8 @@ impl AtomicFile {
                 target.display()
             );
         }
-        let dir = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out".into());
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let tmp = zipflow_format::file::temp_path(target);
+        let listed = zipflow_format::cleanup::register_file(&tmp);
         let file =
             File::create(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
         Ok((
@@ -302,13 +297,18 @@ impl AtomicFile {
                 tmp,
                 target: target.to_path_buf(),
                 done: false,
+                _listed: listed,
             },
             file,
         ))
     }
 
-    /// Renames the temporary file onto the target.
+    /// Syncs the temporary file's bytes, renames it onto the target and syncs the directory,
+    /// so the new file is on disk, whole, once this returns.
     pub fn commit(mut self) -> Result<()> {
+        File::open(&self.tmp)
+            .and_then(|f| f.sync_all())
+            .with_context(|| format!("{}: cannot sync to disk", self.tmp.display()))?;
         std::fs::rename(&self.tmp, &self.target).with_context(|| {
             format!(
                 "cannot rename {} to {}",
@@ -317,6 +317,12 @@ impl AtomicFile {
             )
         })?;
         self.done = true;
+        zipflow_format::cleanup::sync_parent(&self.target).with_context(|| {
+            format!(
+                "{}: renamed into place, but syncing its directory failed",
+                self.target.display()
+            )
+        })?;
         Ok(())
     }
 }

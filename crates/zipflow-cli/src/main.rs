@@ -10,12 +10,18 @@ use std::process::ExitCode;
 
 mod commands;
 mod io;
+mod out;
 mod report;
 
 /// Columnar compression with composable lightweight encodings.
 #[derive(Parser, Debug)]
-#[command(name = "zipflow", version, about, long_about = None, propagate_version = true)]
+#[command(name = "zipflow", version, about, long_about = None, propagate_version = true,
+          after_help = EXIT_STATUS)]
 struct Cli {
+    /// Print nothing but errors: no progress bars, no reports on standard error (results a
+    /// command exists to print, such as `inspect` or `sql`, still go to standard output).
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -46,6 +52,12 @@ enum Command {
     Bench(commands::bench::Args),
 }
 
+/// The exit statuses, shown by `--help`.
+const EXIT_STATUS: &str = "\
+Exit status: 0 done; 1 failed (the error is on standard error); 130, 143, 129 stopped by \
+SIGINT, SIGTERM, SIGHUP; 141 standard output closed early (e.g. `| head`). However a run \
+ends, it leaves no temporary file behind and never a partly written output.";
+
 /// Keeps freed blocks of up to 32 MiB in the process for the next allocation (glibc would map
 /// each one afresh and return it on free: a scan's per-chunk buffers then fault in their
 /// pages chunk after chunk).
@@ -65,6 +77,11 @@ fn keep_freed_memory() {}
 fn main() -> ExitCode {
     keep_freed_memory();
     let cli = Cli::parse();
+    out::set_quiet(cli.quiet);
+    if let Err(e) = out::handle_signals() {
+        eprintln!("error: cannot install the signal handlers: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Compress(a) => commands::compress::run(a),
         Command::Decompress(a) => commands::decompress::run(a),
@@ -77,6 +94,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if out::is_broken_pipe(&e) => ExitCode::from(out::CLOSED_STDOUT as u8),
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
             ExitCode::FAILURE

@@ -814,6 +814,8 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
 struct TempFile {
     path: PathBuf,
     keep: bool,
+    // Keeps the path on the list removed by a signal until it is renamed or deleted.
+    _listed: crate::cleanup::Registered,
 }
 
 impl Drop for TempFile {
@@ -890,6 +892,7 @@ impl FileWriter {
             return Err(refuse_existing(&target));
         }
         let temp_path = temp_path(&target);
+        let listed = crate::cleanup::register_file(&temp_path);
         let file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -899,6 +902,7 @@ impl FileWriter {
         let temp = TempFile {
             path: temp_path,
             keep: false,
+            _listed: listed,
         };
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let mut header = [0u8; HEADER_LEN];
@@ -1037,12 +1041,16 @@ impl FileWriter {
         }
         std::fs::rename(&self.temp.path, &self.target).map_err(|e| Error::io(&self.target, e))?;
         self.temp.keep = true;
-        // Make the rename itself durable; a failure here leaves a complete file in place.
-        if let Some(dir) = self.target.parent().filter(|d| !d.as_os_str().is_empty())
-            && let Ok(d) = File::open(dir)
-        {
-            let _ = d.sync_all();
-        }
+        // Make the rename itself durable (the file's bytes were synced above).
+        crate::cleanup::sync_parent(&self.target).map_err(|e| {
+            Error::io(
+                self.target.parent().unwrap_or(Path::new(".")),
+                std::io::Error::new(
+                    e.kind(),
+                    format!("renamed the finished file in, but syncing the directory failed: {e}"),
+                ),
+            )
+        })?;
         Ok(self.pos)
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::Output;
 use crate::io::{self, TableFormat};
+use crate::out::{out, outln};
 use crate::report::{Table, bytes, ratio};
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
@@ -46,9 +47,6 @@ pub struct Args {
     /// (overrides --objective).
     #[arg(long, value_name = "GBS")]
     pub min_decode_gbs: Option<f64>,
-    /// No progress bar.
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The selection options `--objective` and `--min-decode-gbs` ask for.
@@ -96,7 +94,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let start = Instant::now();
     let mut writer = TableWriter::create(&a.out.output, schema, opts)?;
-    let bar = super::progress(input.rows, "compressing", a.quiet);
+    let bar = super::progress(input.rows, "compressing", crate::out::quiet());
     for batch in input.reader {
         let batch = batch.with_context(|| format!("{}: reading input", a.input.display()))?;
         writer.write(&batch)?;
@@ -121,8 +119,8 @@ pub fn run(a: Args) -> Result<()> {
             ratio(c.plain_bytes, c.compressed_bytes),
         ]);
     }
-    print!("{}", t.render());
-    println!(
+    out!("{}", t.render());
+    outln!(
         "{} rows, {} column{}: {} ({}) -> {} ({}; {} plain, ratio {}) in {secs:.2} s",
         summary.rows,
         summary.columns.len(),
@@ -165,7 +163,7 @@ fn run_text(a: Args) -> Result<()> {
         ..TextOptions::default()
     };
     let start = Instant::now();
-    let bar = super::progress_bytes(in_size, "compressing", a.quiet);
+    let bar = super::progress_bytes(in_size, "compressing", crate::out::quiet());
     let summary = text::compress(std::io::BufReader::new(file), &a.out.output, &opts, |n| {
         bar.set_position(n)
     })
@@ -175,7 +173,7 @@ fn run_text(a: Args) -> Result<()> {
     let Some(c) = summary.columns.first() else {
         bail!("internal: a text table without its column");
     };
-    println!(
+    outln!(
         "{} ({}) -> {} ({}), ratio {} (size {:.3} of the input), plan {}, {:.0} MB/s",
         a.input.display(),
         bytes(c.plain_bytes),

@@ -18,9 +18,6 @@ pub struct Args {
     /// Files compressed with --text come back as their exact bytes, whatever the extension.
     #[arg(long, value_enum)]
     pub format: Option<TableFormat>,
-    /// No progress bar.
-    #[arg(short, long)]
-    pub quiet: bool,
     /// Where columns are decoded: `cpu`, or `gpu` (GPU 0; columns whose plans the GPU does not
     /// decode, such as the character coders, and null masks stay on the CPU).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
@@ -48,7 +45,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         let (atomic, mut file) = AtomicFile::create(&a.out.output, a.out.force)?;
         let total = zf.num_rows();
-        let bar = super::progress_bytes(Some(total), "decompressing", a.quiet);
+        let bar = super::progress_bytes(Some(total), "decompressing", crate::out::quiet());
         text::decompress(&zf, &mut file, |n| bar.set_position(n))?;
         file.flush()?;
         drop(file);
@@ -63,7 +60,7 @@ pub fn run(a: Args) -> Result<()> {
     let schema = zf.arrow_schema();
     let (atomic, file) = AtomicFile::create(&a.out.output, a.out.force)?;
     let mut sink = TableSink::new(file, format, &schema)?;
-    let bar = super::progress(Some(zf.num_rows()), "decompressing", a.quiet);
+    let bar = super::progress(Some(zf.num_rows()), "decompressing", crate::out::quiet());
     let gpu_batches = match a.device {
         Device::Gpu => Some(super::gpu::read_batches(&zf, 0)?),
         Device::Cpu => None,

@@ -41,7 +41,7 @@ pub fn run(a: Args) -> Result<()> {
         threads: a.threads,
         reference: a.reference,
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::Stdout::lock();
     // Projections without ORDER BY stream row by row in csv and json.
     if !q.aggregating && q.order_by.is_empty() && format != Format::Table {
         let shown = q.output.len() - q.hidden;

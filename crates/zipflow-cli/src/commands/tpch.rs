@@ -5,6 +5,7 @@
 //! size the same column takes in Parquet+zstd(3) written by arrow-rs.
 
 use crate::io::parquet_props;
+use crate::out::{out, outln};
 use crate::report::chart::{Point, Scatter, Series};
 use crate::report::{Table, bytes, ratio, speed};
 use anyhow::{Result, bail};
@@ -45,13 +46,10 @@ pub struct Args {
     /// and arrow-rs decode speed (read alone, one thread) as a second series.
     #[arg(long)]
     pub svg: Option<PathBuf>,
-    /// No progress spinners.
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 pub(crate) fn spinner(msg: &str, quiet: bool) -> ProgressBar {
-    if quiet {
+    if quiet || crate::out::quiet() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new_spinner();
@@ -102,7 +100,10 @@ pub fn run(a: Args) -> Result<()> {
         crate::io::check_output_dir(out)?;
     }
     let t = Instant::now();
-    let bar = spinner(&format!("generating lineitem at SF {}", a.sf), a.quiet);
+    let bar = spinner(
+        &format!("generating lineitem at SF {}", a.sf),
+        crate::out::quiet(),
+    );
     let batches = generate_lineitem(a.sf);
     bar.finish_and_clear();
     let Some(first) = batches.first() else {
@@ -110,17 +111,18 @@ pub fn run(a: Args) -> Result<()> {
     };
     let schema = first.schema();
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    println!(
+    outln!(
         "generated TPC-H lineitem, SF {}: {rows} rows in {:.1} s",
         a.sf,
         t.elapsed().as_secs_f64()
     );
 
-    let tmp_dir;
+    let mut _listed = None;
     let path = match &a.output {
         Some(p) => p.clone(),
         None => {
-            tmp_dir = std::env::temp_dir().join(format!("zipflow-tpch-{}", std::process::id()));
+            let tmp_dir = std::env::temp_dir().join(format!("zipflow-tpch-{}", std::process::id()));
+            _listed = Some(zipflow_format::cleanup::register_dir(&tmp_dir));
             std::fs::create_dir_all(&tmp_dir)?;
             tmp_dir.join("lineitem.zf")
         }
@@ -141,22 +143,22 @@ fn compress_verify_report(
     schema: arrow::datatypes::SchemaRef,
     path: &PathBuf,
 ) -> Result<()> {
-    let bar = spinner("compressing", a.quiet);
+    let bar = spinner("compressing", crate::out::quiet());
     let start = Instant::now();
     let summary = compress(a, batches, schema.clone(), path)?;
     let compress_secs = start.elapsed().as_secs_f64();
     bar.finish_and_clear();
 
-    let bar = spinner("verifying", a.quiet);
+    let bar = spinner("verifying", crate::out::quiet());
     let zf = ZfFile::open(path)?;
     verify(&zf, batches, &schema)?;
     bar.finish_and_clear();
-    println!(
+    outln!(
         "compressed to {} in {compress_secs:.1} s and verified: every value round-trips",
         path.display()
     );
 
-    let bar = spinner("timing decode", a.quiet);
+    let bar = spinner("timing decode", crate::out::quiet());
     let decode = time_decode(&zf)?;
     bar.finish_and_clear();
 
@@ -166,7 +168,10 @@ fn compress_verify_report(
     let parquet = if a.no_parquet {
         None
     } else {
-        let bar = spinner("writing Parquet+zstd(3) for comparison", a.quiet);
+        let bar = spinner(
+            "writing Parquet+zstd(3) for comparison",
+            crate::out::quiet(),
+        );
         let p = parquet_reference(batches, &schema, &main_cols, a.chunk_rows, a.svg.is_some())?;
         bar.finish_and_clear();
         Some(p)
@@ -184,7 +189,7 @@ fn compress_verify_report(
     report.totals(&schema, &main_cols);
     if let Some(svg) = &a.svg {
         report.chart(a.sf).write(svg)?;
-        println!(
+        outln!(
             "wrote the chart of decode speed against ratio to {}",
             svg.display()
         );
@@ -422,7 +427,7 @@ impl Report<'_> {
                 zf_pq,
             ]);
         }
-        print!("{}", table.render());
+        out!("{}", table.render());
     }
 
     /// A line per group of columns: all, the non-string ones, the main ones.
@@ -439,10 +444,10 @@ impl Report<'_> {
             ("12 main columns", main_cols.to_vec()),
         ];
         for (label, cols) in groups {
-            println!("{}", self.total_line(label, &cols));
+            outln!("{}", self.total_line(label, &cols));
         }
         if let Some(p) = self.parquet {
-            println!(
+            outln!(
                 "Parquet+zstd(3) file written by arrow-rs: {}",
                 bytes(p.total)
             );
