@@ -9,6 +9,7 @@ pub mod compress;
 pub mod decompress;
 pub mod gpu;
 pub mod inspect;
+pub mod lineitem;
 pub mod raster;
 pub mod sql;
 pub mod tpch;
