@@ -743,7 +743,8 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
     let version = u16::from_le_bytes([header[8], header[9]]);
     if version > VERSION {
         return Err(Error::unsupported(format!(
-            "file format version {version}; this build reads version {VERSION} and older"
+            "written by a newer zipflow (format version {version}, this build reads up to \
+             {VERSION})"
         )));
     }
     if version == 0 {
