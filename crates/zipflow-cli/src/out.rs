@@ -60,15 +60,21 @@ pub(crate) use {out, outln};
 /// Buffered standard output for large outputs (query results, tables streamed to `-`);
 /// write errors end the process as [`fail`] says, so its methods never return one.
 pub struct Stdout {
-    inner: std::io::BufWriter<std::io::StdoutLock<'static>>,
+    inner: std::io::BufWriter<std::io::Stdout>,
 }
 
 impl Stdout {
-    /// Locks standard output for this writer's lifetime.
-    pub fn lock() -> Stdout {
+    /// A writer with a 64 KiB buffer.
+    pub fn new() -> Stdout {
         Stdout {
-            inner: std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock()),
+            inner: std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
         }
+    }
+}
+
+impl Default for Stdout {
+    fn default() -> Self {
+        Stdout::new()
     }
 }
 

@@ -309,7 +309,7 @@ pub fn run(a: Args) -> Result<()> {
             };
             let file = std::fs::File::create(&parquet)
                 .with_context(|| format!("creating {}", parquet.display()))?;
-            let mut sink = TableSink::new(file, TableFormat::Parquet, &first.schema())?;
+            let mut sink = TableSink::new(file, TableFormat::Parquet, &first.schema(), false)?;
             for b in &batches {
                 sink.write(b)?;
             }
