@@ -41,12 +41,12 @@ pub fn print(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// `print!` through [`print`].
+/// `print!` through [`print()`].
 macro_rules! out {
     ($($arg:tt)*) => { $crate::out::print(format_args!($($arg)*)) };
 }
 
-/// `println!` through [`print`].
+/// `println!` through [`print()`].
 macro_rules! outln {
     () => { $crate::out::print(format_args!("\n")) };
     ($($arg:tt)*) => {{
