@@ -104,11 +104,27 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Starts a thread that, on SIGINT, SIGTERM or SIGHUP, deletes the listed temporary files
-/// and exits with 128 + the signal's number.
+/// Whether `signal` was ignored when the process started (`nohup`, a shell's background job,
+/// `trap '' INT`): such a signal stays ignored, as the parent asked.
+fn ignored_at_start(signal: i32) -> bool {
+    // SAFETY: with a null new action, sigaction only writes the current disposition into
+    // `old`, a zeroed sigaction owned by this frame.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Starts a thread that, on SIGINT, SIGTERM or SIGHUP (those not ignored at start), deletes
+/// the listed temporary files and exits with 128 + the signal's number.
 pub fn handle_signals() -> anyhow::Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    let wanted: Vec<i32> = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|&s| !ignored_at_start(s))
+        .collect();
+    let mut signals = signal_hook::iterator::Signals::new(wanted)?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {

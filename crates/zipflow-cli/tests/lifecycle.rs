@@ -124,6 +124,28 @@ fn sigint_during_decompress_removes_the_temporary_file() {
     assert!(!d.join("back.csv").exists());
 }
 
+#[test]
+fn a_signal_ignored_at_start_stays_ignored() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    write_csv(&d.join("big.csv"), 1_000_000);
+    // `trap '' INT` ignores SIGINT, and exec keeps that for zipflow (as nohup does SIGHUP).
+    let script = format!(
+        "trap '' INT; exec '{}' compress big.csv -o big.zf -q",
+        env!("CARGO_BIN_EXE_zipflow")
+    );
+    let child = Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let code = signal_while_writing(child, d, "-INT");
+    assert_eq!(code, Some(0));
+    assert!(d.join("big.zf").exists());
+    assert_eq!(hidden_files(d), Vec::<String>::new());
+}
+
 /// Runs zipflow with its standard output closed before it prints anything.
 fn with_stdout_closed(args: &[&str], dir: &Path) -> Output {
     let mut child = zipflow()
