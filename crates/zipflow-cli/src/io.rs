@@ -26,6 +26,12 @@ pub enum TableFormat {
 impl TableFormat {
     /// The format a path's extension names.
     pub fn from_path(path: &Path) -> Result<TableFormat> {
+        if is_std(path) {
+            bail!(
+                "`-` (standard input or output) has no extension to tell the format by: pass \
+                 --format csv or --format arrow (an Arrow IPC stream)"
+            );
+        }
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
@@ -52,8 +58,16 @@ pub struct Input {
     pub rows: Option<u64>,
 }
 
-/// Opens `path` as a table.
+/// Whether `path` is `-`, standard input or output.
+pub fn is_std(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Opens `path` as a table; `-` reads CSV or an Arrow IPC stream from standard input.
 pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
+    if is_std(path) {
+        return open_stdin(format, delimiter);
+    }
     let file = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
     match format {
         TableFormat::Parquet => {
@@ -76,28 +90,15 @@ pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
                 .with_delimiter(delimiter);
             let header = csv_header(&mut file, delimiter)?;
             let (schema, _) = format
-                .infer_schema(BufReader::new(&mut file), Some(100_000))
+                .infer_schema(BufReader::new(&mut file), Some(CSV_INFER_ROWS))
                 .map_err(|e| explain_csv_error(e, &header))
                 .with_context(|| format!("{}: cannot infer the CSV schema", path.display()))?;
-            // A column with no values to infer from (e.g. a header-only file) reads as strings.
-            let schema = arrow::datatypes::Schema::new(
-                schema
-                    .fields()
-                    .iter()
-                    .map(|f| match f.data_type() {
-                        arrow::datatypes::DataType::Null => f
-                            .as_ref()
-                            .clone()
-                            .with_data_type(arrow::datatypes::DataType::Utf8),
-                        _ => f.as_ref().clone(),
-                    })
-                    .collect::<Vec<_>>(),
-            );
+            let schema = null_columns_as_strings(&schema);
             file.rewind()?;
             let reader = arrow::csv::ReaderBuilder::new(std::sync::Arc::new(schema))
                 .with_format(format)
                 .with_batch_size(64 * 1024)
-                .build(BufReader::new(file))
+                .build(Box::new(BufReader::new(file)) as Box<dyn BufRead + Send>)
                 .with_context(|| format!("{}: reading CSV", path.display()))?;
             Ok(Input {
                 reader: Box::new(CsvReader {
@@ -120,6 +121,85 @@ pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
                 .with_context(|| format!("{}: not an Arrow IPC file or stream", path.display()))?;
             Ok(Input {
                 reader: Box::new(reader),
+                rows: None,
+            })
+        }
+    }
+}
+
+/// Rows of a CSV read to infer its column types.
+const CSV_INFER_ROWS: usize = 100_000;
+
+/// A column with no values to infer from (e.g. a header-only file) reads as strings.
+fn null_columns_as_strings(schema: &arrow::datatypes::Schema) -> arrow::datatypes::Schema {
+    arrow::datatypes::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                arrow::datatypes::DataType::Null => f
+                    .as_ref()
+                    .clone()
+                    .with_data_type(arrow::datatypes::DataType::Utf8),
+                _ => f.as_ref().clone(),
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Standard input as a table: CSV (types inferred from the first rows, which are kept in
+/// memory and read again) or an Arrow IPC stream. Parquet needs a seekable file.
+fn open_stdin(format: TableFormat, delimiter: u8) -> Result<Input> {
+    let stdin = std::io::stdin();
+    match format {
+        TableFormat::Parquet => bail!(
+            "standard input (`-`) cannot be Parquet: a Parquet reader starts at the file's \
+             end; give a file, or stream CSV or Arrow IPC"
+        ),
+        TableFormat::Arrow => {
+            let reader = arrow::ipc::reader::StreamReader::try_new(BufReader::new(stdin), None)
+                .context("standard input: not an Arrow IPC stream")?;
+            Ok(Input {
+                reader: Box::new(reader),
+                rows: None,
+            })
+        }
+        TableFormat::Csv => {
+            let mut input = BufReader::with_capacity(1 << 20, stdin);
+            let mut head = Vec::new();
+            let mut lines = 0;
+            while lines <= CSV_INFER_ROWS && input.read_until(b'\n', &mut head)? > 0 {
+                lines += 1;
+            }
+            let header: Vec<String> = head
+                .split(|&b| b == b'\n')
+                .next()
+                .unwrap_or_default()
+                .trim_ascii_end()
+                .split(|&b| b == delimiter)
+                .map(|f| String::from_utf8_lossy(f).trim_matches('"').to_string())
+                .collect();
+            let format = arrow::csv::reader::Format::default()
+                .with_header(true)
+                .with_delimiter(delimiter);
+            // Leave out the last line read, which may hold only part of a quoted record.
+            let (schema, _) = format
+                .infer_schema(&head[..], Some(lines.saturating_sub(2).max(1)))
+                .map_err(|e| explain_csv_error(e, &header))
+                .context("standard input: cannot infer the CSV schema")?;
+            let schema = null_columns_as_strings(&schema);
+            let source: Box<dyn BufRead + Send> =
+                Box::new(std::io::Read::chain(std::io::Cursor::new(head), input));
+            let reader = arrow::csv::ReaderBuilder::new(std::sync::Arc::new(schema))
+                .with_format(format)
+                .with_batch_size(64 * 1024)
+                .build(source)
+                .context("standard input: reading CSV")?;
+            Ok(Input {
+                reader: Box::new(CsvReader {
+                    inner: reader,
+                    header,
+                }),
                 rows: None,
             })
         }
@@ -174,7 +254,7 @@ fn explain_csv_error(e: ArrowError, header: &[String]) -> ArrowError {
 
 /// A CSV reader whose errors name the column.
 struct CsvReader {
-    inner: arrow::csv::Reader<BufReader<File>>,
+    inner: arrow::csv::Reader<Box<dyn BufRead + Send>>,
     header: Vec<String>,
 }
 
@@ -195,13 +275,15 @@ impl RecordBatchReader for CsvReader {
 }
 
 /// Writer for one output table; call [`TableSink::finish`] to complete it.
-pub enum TableSink {
+pub enum TableSink<W: Write + Send> {
     /// Parquet.
-    Parquet(ArrowWriter<File>),
+    Parquet(ArrowWriter<W>),
     /// CSV.
-    Csv(arrow::csv::Writer<File>),
+    Csv(arrow::csv::Writer<W>),
     /// Arrow IPC file.
-    Arrow(arrow::ipc::writer::FileWriter<File>),
+    Arrow(arrow::ipc::writer::FileWriter<W>),
+    /// Arrow IPC stream (for standard output, which cannot seek back to write a file footer).
+    ArrowStream(arrow::ipc::writer::StreamWriter<W>),
 }
 
 /// Parquet writer settings used for outputs and comparisons: zstd level 3.
@@ -211,18 +293,26 @@ pub fn parquet_props() -> Result<WriterProperties> {
         .build())
 }
 
-impl TableSink {
-    /// Starts writing `format` into `file`.
-    pub fn new(file: File, format: TableFormat, schema: &SchemaRef) -> Result<TableSink> {
+impl<W: Write + Send> TableSink<W> {
+    /// Starts writing `format` into `out`; `stream` writes Arrow IPC as a stream.
+    pub fn new(
+        out: W,
+        format: TableFormat,
+        schema: &SchemaRef,
+        stream: bool,
+    ) -> Result<TableSink<W>> {
         Ok(match format {
             TableFormat::Parquet => TableSink::Parquet(ArrowWriter::try_new(
-                file,
+                out,
                 schema.clone(),
                 Some(parquet_props()?),
             )?),
-            TableFormat::Csv => TableSink::Csv(arrow::csv::WriterBuilder::new().build(file)),
+            TableFormat::Csv => TableSink::Csv(arrow::csv::WriterBuilder::new().build(out)),
+            TableFormat::Arrow if stream => {
+                TableSink::ArrowStream(arrow::ipc::writer::StreamWriter::try_new(out, schema)?)
+            }
             TableFormat::Arrow => {
-                TableSink::Arrow(arrow::ipc::writer::FileWriter::try_new(file, schema)?)
+                TableSink::Arrow(arrow::ipc::writer::FileWriter::try_new(out, schema)?)
             }
         })
     }
@@ -233,24 +323,27 @@ impl TableSink {
             TableSink::Parquet(w) => w.write(batch)?,
             TableSink::Csv(w) => w.write(batch)?,
             TableSink::Arrow(w) => w.write(batch)?,
+            TableSink::ArrowStream(w) => w.write(batch)?,
         }
         Ok(())
     }
 
-    /// Completes the file and syncs it to disk.
-    pub fn finish(self) -> Result<()> {
-        let file = match self {
+    /// Completes the table and flushes it; returns the writer.
+    pub fn finish(self) -> Result<W> {
+        let mut out = match self {
             TableSink::Parquet(w) => w.into_inner()?,
             TableSink::Csv(w) => w.into_inner(),
             TableSink::Arrow(mut w) => {
                 w.finish()?;
                 w.into_inner()?
             }
+            TableSink::ArrowStream(mut w) => {
+                w.finish()?;
+                w.into_inner()?
+            }
         };
-        let mut file = file;
-        file.flush()?;
-        file.sync_all()?;
-        Ok(())
+        out.flush()?;
+        Ok(out)
     }
 }
 
@@ -268,12 +361,41 @@ pub fn check_output_dir(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Refuses an output that is one of the inputs, and an output that is a symbolic link (with
+/// or without --force: zipflow neither replaces a link nor writes through it).
+pub fn check_output(output: &Path, inputs: &[&Path]) -> Result<()> {
+    if is_std(output) {
+        return Ok(());
+    }
+    if std::fs::symlink_metadata(output).is_ok_and(|m| m.file_type().is_symlink()) {
+        bail!(
+            "{}: is a symbolic link; zipflow does not replace links or write through them \
+             (name the file it points to)",
+            output.display()
+        );
+    }
+    let Ok(out) = std::fs::canonicalize(output) else {
+        return Ok(());
+    };
+    for input in inputs.iter().filter(|i| !is_std(i)) {
+        if std::fs::canonicalize(input).is_ok_and(|i| i == out) {
+            bail!(
+                "{}: is the input too; write the output to another path",
+                output.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A file written under a temporary name and renamed onto its target only when complete;
-/// dropped before [`AtomicFile::commit`], it deletes the temporary file.
+/// dropped before [`AtomicFile::commit`], it deletes the temporary file. The temporary path
+/// is on the list a signal cleans up ([`zipflow_format::cleanup`]).
 pub struct AtomicFile {
     tmp: PathBuf,
     target: PathBuf,
     done: bool,
+    _listed: zipflow_format::cleanup::Registered,
 }
 
 impl AtomicFile {
@@ -286,15 +408,8 @@ impl AtomicFile {
                 target.display()
             );
         }
-        let dir = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out".into());
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let tmp = zipflow_format::file::temp_path(target);
+        let listed = zipflow_format::cleanup::register_file(&tmp);
         let file =
             File::create(&tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
         Ok((
@@ -302,13 +417,18 @@ impl AtomicFile {
                 tmp,
                 target: target.to_path_buf(),
                 done: false,
+                _listed: listed,
             },
             file,
         ))
     }
 
-    /// Renames the temporary file onto the target.
+    /// Syncs the temporary file's bytes, renames it onto the target and syncs the directory,
+    /// so the new file is on disk, whole, once this returns.
     pub fn commit(mut self) -> Result<()> {
+        File::open(&self.tmp)
+            .and_then(|f| f.sync_all())
+            .with_context(|| format!("{}: cannot sync to disk", self.tmp.display()))?;
         std::fs::rename(&self.tmp, &self.target).with_context(|| {
             format!(
                 "cannot rename {} to {}",
@@ -317,6 +437,12 @@ impl AtomicFile {
             )
         })?;
         self.done = true;
+        zipflow_format::cleanup::sync_parent(&self.target).with_context(|| {
+            format!(
+                "{}: renamed into place, but syncing its directory failed",
+                self.target.display()
+            )
+        })?;
         Ok(())
     }
 }

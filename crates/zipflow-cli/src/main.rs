@@ -10,12 +10,18 @@ use std::process::ExitCode;
 
 mod commands;
 mod io;
+mod out;
 mod report;
 
 /// Columnar compression with composable lightweight encodings.
 #[derive(Parser, Debug)]
-#[command(name = "zipflow", version, about, long_about = None, propagate_version = true)]
+#[command(name = "zipflow", version, about, long_about = None, propagate_version = true,
+          after_help = EXIT_STATUS)]
 struct Cli {
+    /// Print nothing but errors: no progress bars, no reports on standard error (results a
+    /// command exists to print, such as `inspect` or `sql`, still go to standard output).
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -26,8 +32,15 @@ enum Command {
     ///
     /// Each column is cut into chunks of --chunk-rows rows; each chunk gets the plan (tree of
     /// encodings) that is smallest on a sample, unless --plan forces one for the column.
+    ///
+    /// Memory: one row group of input and its encoded chunks (about twice --chunk-rows times
+    /// the width of a row, more for wide string columns), whatever the input's size; with
+    /// CSV on standard input, also the first 100,000 lines, read to infer the types.
     Compress(commands::compress::Args),
     /// Decompress a .zf file to Parquet, CSV or Arrow IPC (chosen by the output's extension).
+    ///
+    /// Memory: one decoded row group; a Parquet output also buffers one Parquet row group
+    /// (up to 1,048,576 rows, compressed) before writing it.
     Decompress(commands::decompress::Args),
     /// Show what a .zf file holds: rows, columns, types, plans, sizes, zone maps.
     Inspect(commands::inspect::Args),
@@ -35,8 +48,16 @@ enum Command {
     Gpu(commands::gpu::Args),
     /// Generate TPC-H lineitem in-process, compress it, verify the round trip, and compare
     /// sizes and speeds with Parquet+zstd(3).
+    ///
+    /// Memory does not grow with --sf: a few generated parts (about 45 MB each, one per
+    /// thread), one row group and its encoded chunks, a Parquet row group being written, and
+    /// the pages of the .zf file read back (its memory map). The table is generated twice
+    /// (to compress, then to verify) instead of being kept.
     Tpch(commands::tpch::Args),
     /// Run a SQL query on a .zf file: SELECT ... FROM 'file.zf' WHERE ... GROUP BY ...
+    ///
+    /// Memory: projections without ORDER BY stream; GROUP BY holds one entry per group,
+    /// DISTINCT one per distinct value, and ORDER BY (or the table format) every result row.
     Sql(commands::sql::Args),
     /// Raster bands: compress uint16 GeoTIFF bands, fused NDVI aggregates on them.
     Raster(commands::raster::Args),
@@ -45,6 +66,12 @@ enum Command {
     /// and SVG charts of saved results (chart).
     Bench(commands::bench::Args),
 }
+
+/// The exit statuses, shown by `--help`.
+const EXIT_STATUS: &str = "\
+Exit status: 0 done; 1 failed (the error is on standard error); 130, 143, 129 stopped by \
+SIGINT, SIGTERM, SIGHUP; 141 standard output closed early (e.g. `| head`). However a run \
+ends, it leaves no temporary file behind and never a partly written output.";
 
 /// Keeps freed blocks of up to 32 MiB in the process for the next allocation (glibc would map
 /// each one afresh and return it on free: a scan's per-chunk buffers then fault in their
@@ -65,6 +92,11 @@ fn keep_freed_memory() {}
 fn main() -> ExitCode {
     keep_freed_memory();
     let cli = Cli::parse();
+    out::set_quiet(cli.quiet);
+    if let Err(e) = out::handle_signals() {
+        eprintln!("error: cannot install the signal handlers: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Compress(a) => commands::compress::run(a),
         Command::Decompress(a) => commands::decompress::run(a),
@@ -77,6 +109,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if out::is_broken_pipe(&e) => ExitCode::from(out::CLOSED_STDOUT as u8),
         Err(e) => {
             eprintln!("error: {}", one_line(&e));
             ExitCode::FAILURE
@@ -104,11 +137,13 @@ fn one_line(e: &anyhow::Error) -> String {
 /// An output path given with `-o`, plus `--force`.
 #[derive(clap::Args, Debug)]
 pub struct Output {
-    /// Where to write. Written to a temporary file first and renamed when complete, so a
-    /// failed run leaves nothing behind.
+    /// Where to write. Written to a temporary file first, synced and renamed when complete,
+    /// so a failed or interrupted run leaves nothing behind. Refused when it is the input.
+    /// `-` is standard output where the format streams (see the command's --format).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Overwrite the output if it exists.
+    /// Overwrite the output if it exists. A symbolic link is refused, with or without
+    /// --force: zipflow neither replaces the link nor writes through it.
     #[arg(short, long)]
     pub force: bool,
 }

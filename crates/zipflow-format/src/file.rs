@@ -743,7 +743,8 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
     let version = u16::from_le_bytes([header[8], header[9]]);
     if version > VERSION {
         return Err(Error::unsupported(format!(
-            "file format version {version}; this build reads version {VERSION} and older"
+            "written by a newer zipflow (format version {version}, this build reads up to \
+             {VERSION})"
         )));
     }
     if version == 0 {
@@ -854,6 +855,8 @@ pub fn reseal(bytes: &[u8]) -> Option<Vec<u8>> {
 struct TempFile {
     path: PathBuf,
     keep: bool,
+    // Keeps the path on the list removed by a signal until it is renamed or deleted.
+    _listed: crate::cleanup::Registered,
 }
 
 impl Drop for TempFile {
@@ -930,6 +933,7 @@ impl FileWriter {
             return Err(refuse_existing(&target));
         }
         let temp_path = temp_path(&target);
+        let listed = crate::cleanup::register_file(&temp_path);
         let file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -939,6 +943,7 @@ impl FileWriter {
         let temp = TempFile {
             path: temp_path,
             keep: false,
+            _listed: listed,
         };
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let mut header = [0u8; HEADER_LEN];
@@ -1077,12 +1082,16 @@ impl FileWriter {
         }
         std::fs::rename(&self.temp.path, &self.target).map_err(|e| Error::io(&self.target, e))?;
         self.temp.keep = true;
-        // Make the rename itself durable; a failure here leaves a complete file in place.
-        if let Some(dir) = self.target.parent().filter(|d| !d.as_os_str().is_empty())
-            && let Ok(d) = File::open(dir)
-        {
-            let _ = d.sync_all();
-        }
+        // Make the rename itself durable (the file's bytes were synced above).
+        crate::cleanup::sync_parent(&self.target).map_err(|e| {
+            Error::io(
+                self.target.parent().unwrap_or(Path::new(".")),
+                std::io::Error::new(
+                    e.kind(),
+                    format!("renamed the finished file in, but syncing the directory failed: {e}"),
+                ),
+            )
+        })?;
         Ok(self.pos)
     }
 }

@@ -52,6 +52,7 @@
 //! ```
 
 pub mod arrow;
+pub mod cleanup;
 pub mod file;
 pub mod table;
 pub mod text;

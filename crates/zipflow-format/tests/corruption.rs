@@ -232,7 +232,7 @@ fn newer_version_is_unsupported() {
     let msg = e.to_string();
     assert!(matches!(e, Error::Unsupported { .. }), "{msg}");
     assert!(
-        msg.contains("version 3") && msg.contains("reads version 2"),
+        msg.contains("newer zipflow (format version 3, this build reads up to 2)"),
         "{msg}"
     );
 }

@@ -1,6 +1,7 @@
 //! `zipflow bench`: the benchmark suites. `tpch` (TPC-H Q1 and Q6 on a lineitem .zf, at several
 //! thread counts) lives here; the others in their own modules.
 
+use crate::out::outln;
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -109,27 +110,34 @@ fn run_tpch(a: TpchArgs) -> Result<()> {
                 w.write(b)?;
             }
             let s = w.finish()?;
-            eprintln!(
-                "generated and compressed lineitem SF {} ({} rows, {:.1} MB) in {:.1} s",
-                a.sf,
-                s.rows,
-                s.bytes as f64 / 1e6,
-                start.elapsed().as_secs_f64()
-            );
+            if !crate::out::quiet() {
+                eprintln!(
+                    "generated and compressed lineitem SF {} ({} rows, {:.1} MB) in {:.1} s",
+                    a.sf,
+                    s.rows,
+                    s.bytes as f64 / 1e6,
+                    start.elapsed().as_secs_f64()
+                );
+            }
             p
         }
     };
     let table = Table::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let name = path.to_string_lossy().into_owned();
-    println!(
+    outln!(
         "TPC-H on {} ({} rows), median of {} runs",
         name,
         table.file().num_rows(),
         a.runs
     );
-    println!(
+    outln!(
         "{:<6} {:>8} {:>12} {:>12} {:>14} {:>12}",
-        "query", "threads", "median ms", "min ms", "rows/s", "cpu ms/run"
+        "query",
+        "threads",
+        "median ms",
+        "min ms",
+        "rows/s",
+        "cpu ms/run"
     );
     for (qname, text) in [("Q1", tpch::q1(&name)), ("Q6", tpch::q6(&name))] {
         if !a.queries.iter().any(|x| x.eq_ignore_ascii_case(qname)) {
@@ -155,7 +163,7 @@ fn run_tpch(a: TpchArgs) -> Result<()> {
             };
             times.sort_by(f64::total_cmp);
             let median = times[times.len() / 2];
-            println!(
+            outln!(
                 "{:<6} {:>8} {:>12.2} {:>12.2} {:>14.3e} {:>12}",
                 qname,
                 threads,

@@ -7,6 +7,7 @@
 //! - `queries`: what `bench/duckdb/tpch.py --json` writes: the median milliseconds of each
 //!   query, thread count and engine (DuckDB on its table, DuckDB on Parquet, zipflow).
 
+use crate::out::outln;
 use crate::report::chart::{BarSeries, Bars};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -49,7 +50,7 @@ pub fn run(a: Args) -> Result<()> {
         Chart::Queries(f) => (f, query_bars(&QueryResults::parse(&read(&f.from)?)?)),
     };
     bars.write(&files.svg)?;
-    println!("wrote {}", files.svg.display());
+    outln!("wrote {}", files.svg.display());
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 use super::bench_chart::{GpuColumn, GpuResults, gpu_bars};
 use super::gpu::{ColumnTiming, bench, fusion};
 use crate::io::{TableFormat, TableSink};
+use crate::out::outln;
 use anyhow::{Context, Result, bail};
 use arrow::record_batch::RecordBatch;
 use std::io::Write;
@@ -54,9 +55,6 @@ pub struct Args {
     /// `zipflow bench chart gpu --from PATH --svg CHART` to draw it again.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Hide progress spinners.
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// A working directory removed when dropped.
@@ -220,11 +218,11 @@ fn save_chart(a: &Args, device: &str, timings: &[ColumnTiming], nv: &[NvRow]) ->
         file.write_all(results.to_json().as_bytes())
             .with_context(|| format!("{}: cannot write", path.display()))?;
         target.commit()?;
-        println!("\nwrote the chart's figures to {}", path.display());
+        outln!("\nwrote the chart's figures to {}", path.display());
     }
     if let Some(path) = &a.svg {
         gpu_bars(&results).write(path)?;
-        println!("\nwrote the chart to {}", path.display());
+        outln!("\nwrote the chart to {}", path.display());
     }
     Ok(())
 }
@@ -263,13 +261,16 @@ pub fn run(a: Args) -> Result<()> {
     if !zf_path.exists() {
         crate::io::check_output_dir(&zf_path)?;
         let t = Instant::now();
-        let bar = super::tpch::spinner(&format!("generating lineitem at SF {}", a.sf), a.quiet);
+        let bar = super::tpch::spinner(
+            &format!("generating lineitem at SF {}", a.sf),
+            crate::out::quiet(),
+        );
         let b = super::tpch::generate_lineitem(a.sf);
         bar.finish_and_clear();
         let Some(first) = b.first() else {
             bail!("the generator produced no rows at SF {}", a.sf);
         };
-        let bar = super::tpch::spinner("compressing", a.quiet);
+        let bar = super::tpch::spinner("compressing", crate::out::quiet());
         let opts = WriteOptions {
             chooser: Some(zipflow_select::Chooser::shared(
                 super::compress::select_options(&a.objective, None)?,
@@ -282,7 +283,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         w.finish()?;
         bar.finish_and_clear();
-        println!(
+        outln!(
             "TPC-H lineitem SF {}: generated and written to {} (--objective {}) in {:.1} s",
             a.sf,
             zf_path.display(),
@@ -292,11 +293,11 @@ pub fn run(a: Args) -> Result<()> {
         batches = Some(b);
     }
 
-    println!("\n## zipflow\n");
+    outln!("\n## zipflow\n");
     let timings = bench(&zf_path, a.device, a.reps.max(1), &[], true, 1)?;
 
     if let Some(script) = &a.nvcomp {
-        println!("\n## nvCOMP on the same rows\n");
+        outln!("\n## nvCOMP on the same rows\n");
         let batches = match batches {
             Some(b) => b,
             None => read_rows(&zf_path)?,
@@ -308,7 +309,7 @@ pub fn run(a: Args) -> Result<()> {
             };
             let file = std::fs::File::create(&parquet)
                 .with_context(|| format!("creating {}", parquet.display()))?;
-            let mut sink = TableSink::new(file, TableFormat::Parquet, &first.schema())?;
+            let mut sink = TableSink::new(file, TableFormat::Parquet, &first.schema(), false)?;
             for b in &batches {
                 sink.write(b)?;
             }
@@ -332,7 +333,7 @@ pub fn run(a: Args) -> Result<()> {
         let text = std::fs::read_to_string(&json)
             .with_context(|| format!("reading {}", json.display()))?;
         let nv = parse_nvcomp(&text)?;
-        println!(
+        outln!(
             "\n## Side by side (kernel time, input on the device, medians)\n\n\
              zipflow's ratio is also given over the column's plain size as nvCOMP was fed it \
              (e.g. i32 keys where zipflow decodes i64). \"vs fastest (GB/s)\" compares decoded \
@@ -341,20 +342,20 @@ pub fn run(a: Args) -> Result<()> {
              2,500 GB/s; a string column 1,000 GB/s of its bytes, writing Arrow offsets and \
              without them (\"bytes only\", as nvCOMP decodes them).\n"
         );
-        println!(
+        outln!(
             "| column | zipflow plan | ratio | ratio as fed | GB/s | nvCOMP best ratio (codec, type, GB/s) | nvCOMP fastest | vs fastest (GB/s) | vs fastest (time) | bars met |"
         );
-        println!("| --- | --- | ---: | ---: | ---: | --- | --- | ---: | ---: | --- |");
+        outln!("| --- | --- | ---: | ---: | ---: | --- | --- | ---: | ---: | --- |");
         for z in &timings {
             if let Some(line) = compare(z, &nv) {
-                println!("{line}");
+                outln!("{line}");
             }
         }
         save_chart(&a, &device_name, &timings, &nv)?;
     }
 
     if a.fusion_rows > 0 {
-        println!("\n## Fused against one kernel per primitive\n");
+        outln!("\n## Fused against one kernel per primitive\n");
         fusion(a.device, a.fusion_rows.max(1024), a.reps.max(1), None)?;
     }
     Ok(())

@@ -10,6 +10,7 @@
 //! re-scored, a full search every few chunks). `--calibrate` measures the decode cost table
 //! instead.
 
+use crate::out::{out, outln};
 use crate::report::{Table, bytes};
 use anyhow::{Context, Result, bail};
 use arrow::array::{Array, ArrayRef, RecordBatch};
@@ -63,7 +64,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.calibrate {
         let t = zipflow_select::cost::calibrate(15)?;
         let text = t.to_text();
-        print!("{text}");
+        out!("{text}");
         if let Some(p) = &a.write {
             std::fs::write(p, &text).with_context(|| format!("{}", p.display()))?;
         }
@@ -99,7 +100,7 @@ pub fn run(a: Args) -> Result<()> {
         } else {
             format!("SF {}", a.sf)
         };
-        println!(
+        outln!(
             "\n## {table}, {scale}: {rows} rows, read in {:.1} s",
             t.elapsed().as_secs_f64()
         );
@@ -161,12 +162,12 @@ pub fn run(a: Args) -> Result<()> {
                 s.plans.to_string(),
             ]);
         }
-        println!(
+        outln!(
             "\nSizes summed over {} chunks per column; speeds are decode GB/s of plain values, \
              one thread. diff = cascade (smallest) vs exhaustive, same sample, actual sizes.",
             a.chunks
         );
-        print!("{}", t1.render());
+        out!("{}", t1.render());
         let table_share = 100.0 * table_select / (table_select + table_encode).max(1e-12);
         t2.row(vec![
             "(whole table)".into(),
@@ -181,10 +182,10 @@ pub fn run(a: Args) -> Result<()> {
             bars.table_share = table_share;
             bars.table_share_name = table.to_string();
         }
-        println!("\nSelection share of compression time, every chunk, as `zipflow compress`:");
-        print!("{}", t2.render());
+        outln!("\nSelection share of compression time, every chunk, as `zipflow compress`:");
+        out!("{}", t2.render());
     }
-    println!(
+    outln!(
         "\nbars: worst size vs exhaustive {:+.2} % ({}), least selection speedup {:.1}x ({}), \
          largest selection share of a table's compression time {:.1} % ({}), of a column's \
          {:.1} % ({})",

@@ -1,5 +1,6 @@
 //! `zipflow bench text`: text plans against gzip, zstd and bzip2 on the same files, one run.
 
+use crate::out::{out, outln};
 use crate::report::{Table, bytes};
 use anyhow::{Context, Result, bail};
 use std::io::Write;
@@ -88,7 +89,9 @@ pub fn run(a: Args) -> Result<()> {
             .file_name()
             .map(|n| n.to_string_lossy().trim_end_matches(".bz2").to_string())
             .unwrap_or_default();
-        eprintln!("{name}: {}", bytes(data.len() as u64));
+        if !crate::out::quiet() {
+            eprintln!("{name}: {}", bytes(data.len() as u64));
+        }
         for (label, plan) in &plans {
             let chunk = a.chunk_bytes.clamp(1, TEXT_CHUNK_BYTES);
             match pool.install(|| measure(&data, plan.as_ref(), a.runs.max(1), chunk)) {
@@ -134,8 +137,8 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
     }
-    print!("{}", t.render());
-    println!(
+    out!("{}", t.render());
+    outln!(
         "ratio = compressed / original (node trees without the file's index); zipflow timed \
          in process on one thread, decode median of {} runs into a reused buffer",
         a.runs.max(1)

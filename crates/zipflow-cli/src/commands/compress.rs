@@ -2,6 +2,7 @@
 
 use crate::Output;
 use crate::io::{self, TableFormat};
+use crate::out::{out, outln};
 use crate::report::{Table, bytes, ratio};
 use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
@@ -14,6 +15,8 @@ use zipflow_format::text::{self, TextOptions};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Input table: .parquet, .csv or .arrow (Arrow IPC file or stream); with --text, any file.
+    /// `-` reads standard input: CSV or an Arrow IPC stream (with --format), or any bytes
+    /// with --text.
     pub input: PathBuf,
     /// Compress the input's bytes as they are (any file: text, logs, binary) with the text
     /// plans, in chunks of 16 MiB. `zipflow decompress` gives back the exact bytes.
@@ -46,9 +49,6 @@ pub struct Args {
     /// (overrides --objective).
     #[arg(long, value_name = "GBS")]
     pub min_decode_gbs: Option<f64>,
-    /// No progress bar.
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 /// The selection options `--objective` and `--min-decode-gbs` ask for.
@@ -81,7 +81,7 @@ pub fn run(a: Args) -> Result<()> {
         .filter(u8::is_ascii)
         .context("--delimiter must be one ASCII character")?;
     let plans = super::parse_plans(&a.plans)?;
-    io::check_output_dir(&a.out.output)?;
+    check_output(&a)?;
     let input = io::open(&a.input, format, delimiter)?;
     let schema = input.reader.schema();
     let opts = WriteOptions {
@@ -96,7 +96,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let start = Instant::now();
     let mut writer = TableWriter::create(&a.out.output, schema, opts)?;
-    let bar = super::progress(input.rows, "compressing", a.quiet);
+    let bar = super::progress(input.rows, "compressing", crate::out::quiet());
     for batch in input.reader {
         let batch = batch.with_context(|| format!("{}: reading input", a.input.display()))?;
         writer.write(&batch)?;
@@ -121,8 +121,8 @@ pub fn run(a: Args) -> Result<()> {
             ratio(c.plain_bytes, c.compressed_bytes),
         ]);
     }
-    print!("{}", t.render());
-    println!(
+    out!("{}", t.render());
+    outln!(
         "{} rows, {} column{}: {} ({}) -> {} ({}; {} plain, ratio {}) in {secs:.2} s",
         summary.rows,
         summary.columns.len(),
@@ -135,6 +135,19 @@ pub fn run(a: Args) -> Result<()> {
         ratio(plain, packed),
     );
     Ok(())
+}
+
+/// Refuses an output that cannot be written: standard output (a .zf file is renamed into
+/// place when complete), the input itself, a symbolic link, a missing directory.
+fn check_output(a: &Args) -> Result<()> {
+    if io::is_std(&a.out.output) {
+        bail!(
+            "-o -: a .zf file cannot go to standard output (it is written under a temporary \
+             name and renamed when complete); name a file"
+        );
+    }
+    io::check_output(&a.out.output, &[&a.input])?;
+    io::check_output_dir(&a.out.output)
 }
 
 /// `zipflow compress --text`.
@@ -154,10 +167,15 @@ fn run_text(a: Args) -> Result<()> {
     if a.format.is_some() {
         bail!("--format does not apply with --text: the input is read as bytes");
     }
-    io::check_output_dir(&a.out.output)?;
-    let file = std::fs::File::open(&a.input)
-        .with_context(|| format!("{}: cannot open", a.input.display()))?;
-    let in_size = file.metadata().map(|m| m.len()).ok();
+    check_output(&a)?;
+    let (input, in_size): (Box<dyn std::io::Read>, _) = if io::is_std(&a.input) {
+        (Box::new(std::io::stdin().lock()), None)
+    } else {
+        let file = std::fs::File::open(&a.input)
+            .with_context(|| format!("{}: cannot open", a.input.display()))?;
+        let size = file.metadata().map(|m| m.len()).ok();
+        (Box::new(file), size)
+    };
     let opts = TextOptions {
         plan,
         overwrite: a.out.force,
@@ -165,8 +183,8 @@ fn run_text(a: Args) -> Result<()> {
         ..TextOptions::default()
     };
     let start = Instant::now();
-    let bar = super::progress_bytes(in_size, "compressing", a.quiet);
-    let summary = text::compress(std::io::BufReader::new(file), &a.out.output, &opts, |n| {
+    let bar = super::progress_bytes(in_size, "compressing", crate::out::quiet());
+    let summary = text::compress(std::io::BufReader::new(input), &a.out.output, &opts, |n| {
         bar.set_position(n)
     })
     .with_context(|| format!("{}", a.input.display()))?;
@@ -175,7 +193,7 @@ fn run_text(a: Args) -> Result<()> {
     let Some(c) = summary.columns.first() else {
         bail!("internal: a text table without its column");
     };
-    println!(
+    outln!(
         "{} ({}) -> {} ({}), ratio {} (size {:.3} of the input), plan {}, {:.0} MB/s",
         a.input.display(),
         bytes(c.plain_bytes),

@@ -2,6 +2,7 @@
 
 use crate::Output;
 use crate::io::{AtomicFile, TableFormat, TableSink};
+use crate::out::Stdout;
 use anyhow::{Result, bail};
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,11 +17,10 @@ pub struct Args {
     pub out: Output,
     /// Output format; by default from the output's extension (.parquet, .csv, .arrow).
     /// Files compressed with --text come back as their exact bytes, whatever the extension.
+    /// With `-o -` the table goes to standard output (Arrow as an IPC stream) and --format
+    /// is needed (text-mode files need none).
     #[arg(long, value_enum)]
     pub format: Option<TableFormat>,
-    /// No progress bar.
-    #[arg(short, long)]
-    pub quiet: bool,
     /// Where columns are decoded: `cpu`, or `gpu` (GPU 0; columns whose plans the GPU does not
     /// decode, such as the character coders, and null masks stay on the CPU).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
@@ -38,7 +38,9 @@ pub enum Device {
 
 /// Runs `zipflow decompress`.
 pub fn run(a: Args) -> Result<()> {
+    crate::io::check_output(&a.out.output, &[&a.input])?;
     let zf = ZfFile::open(&a.input)?;
+    let to_stdout = crate::io::is_std(&a.out.output);
     if text::is_text(&zf) {
         if a.format.is_some() {
             bail!(
@@ -46,13 +48,17 @@ pub fn run(a: Args) -> Result<()> {
                 a.input.display()
             );
         }
-        let (atomic, mut file) = AtomicFile::create(&a.out.output, a.out.force)?;
-        let total = zf.num_rows();
-        let bar = super::progress_bytes(Some(total), "decompressing", a.quiet);
-        text::decompress(&zf, &mut file, |n| bar.set_position(n))?;
-        file.flush()?;
-        drop(file);
-        atomic.commit()?;
+        let bar = super::progress_bytes(Some(zf.num_rows()), "decompressing", false);
+        if to_stdout {
+            let mut out = Stdout::new();
+            text::decompress(&zf, &mut out, |n| bar.set_position(n))?;
+            out.flush()?;
+        } else {
+            let (atomic, mut file) = AtomicFile::create(&a.out.output, a.out.force)?;
+            text::decompress(&zf, &mut file, |n| bar.set_position(n))?;
+            drop(file);
+            atomic.commit()?;
+        }
         bar.finish_and_clear();
         return Ok(());
     }
@@ -60,12 +66,23 @@ pub fn run(a: Args) -> Result<()> {
         Some(f) => f,
         None => TableFormat::from_path(&a.out.output)?,
     };
-    let schema = zf.arrow_schema();
-    let (atomic, file) = AtomicFile::create(&a.out.output, a.out.force)?;
-    let mut sink = TableSink::new(file, format, &schema)?;
-    let bar = super::progress(Some(zf.num_rows()), "decompressing", a.quiet);
+    if to_stdout {
+        let sink = TableSink::new(Stdout::new(), format, &zf.arrow_schema(), true)?;
+        write_table(&a, &zf, sink)?;
+    } else {
+        let (atomic, file) = AtomicFile::create(&a.out.output, a.out.force)?;
+        let sink = TableSink::new(file, format, &zf.arrow_schema(), false)?;
+        write_table(&a, &zf, sink)?;
+        atomic.commit()?;
+    }
+    Ok(())
+}
+
+/// Decodes every row group of `zf` into `sink` and completes it.
+fn write_table<W: Write + Send>(a: &Args, zf: &ZfFile, mut sink: TableSink<W>) -> Result<()> {
+    let bar = super::progress(Some(zf.num_rows()), "decompressing", false);
     let gpu_batches = match a.device {
-        Device::Gpu => Some(super::gpu::read_batches(&zf, 0)?),
+        Device::Gpu => Some(super::gpu::read_batches(zf, 0)?),
         Device::Cpu => None,
     };
     let batches: Box<dyn Iterator<Item = Result<_>>> = match gpu_batches {
@@ -79,10 +96,11 @@ pub fn run(a: Args) -> Result<()> {
     }
     if zf.num_chunks() == 0 {
         // An empty table still gets its header (CSV) and schema (Parquet, Arrow).
-        sink.write(&arrow::record_batch::RecordBatch::new_empty(schema.clone()))?;
+        sink.write(&arrow::record_batch::RecordBatch::new_empty(
+            zf.arrow_schema(),
+        ))?;
     }
     sink.finish()?;
-    atomic.commit()?;
     bar.finish_and_clear();
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `zipflow gpu`: what the GPU is, and how fast it decodes a file's columns; plus the GPU
 //! path of `zipflow decompress --device gpu`.
 
+use crate::out::outln;
 use anyhow::{Context, Result, bail};
 use arrow::record_batch::RecordBatch;
 use std::path::{Path, PathBuf};
@@ -113,7 +114,7 @@ pub fn run(a: Args) -> Result<()> {
     match a.command {
         GpuCommand::Info { device } => {
             let gpu = Gpu::open(device)?;
-            println!("{}", gpu.info());
+            outln!("{}", gpu.info());
             Ok(())
         }
         GpuCommand::Bench {
@@ -185,7 +186,7 @@ fn source(input: &Path, column: &str, out: Option<&Path>, force: bool) -> Result
         let kernel = match &k.kernel {
             Ok(kernel) => kernel,
             Err(e) => {
-                println!("{head}// not decoded on the GPU: {e}\n");
+                outln!("{head}// not decoded on the GPU: {e}\n");
                 continue;
             }
         };
@@ -226,7 +227,7 @@ fn source(input: &Path, column: &str, out: Option<&Path>, force: bool) -> Result
         ));
         let text = format!("{head}{}", kernel.source);
         match out {
-            None => println!("{text}"),
+            None => outln!("{text}"),
             Some(dir) => {
                 let path = dir.join(format!("{column}.{n}.cu"));
                 let (tmp, mut file) = crate::io::AtomicFile::create(&path, force)?;
@@ -234,7 +235,7 @@ fn source(input: &Path, column: &str, out: Option<&Path>, force: bool) -> Result
                     .with_context(|| format!("writing {}", path.display()))?;
                 drop(file);
                 tmp.commit()?;
-                println!("{}: {} chunks, {}", path.display(), k.chunks, k.key);
+                outln!("{}: {} chunks, {}", path.display(), k.chunks, k.key);
             }
         }
     }
@@ -334,15 +335,15 @@ fn split_nodes(
 /// primitive, over `rows` synthetic values per column.
 pub fn fusion(device: usize, rows: usize, reps: usize, threads: Option<u32>) -> Result<()> {
     let gpu = Gpu::open(device)?;
-    println!("{}", gpu.info());
-    println!(
+    outln!("{}", gpu.info());
+    outln!(
         "{rows} i64 values per column in chunks of 64 Ki; decoded GB/s of kernel time (CUDA \
          events, input on the device), medians of {reps} runs"
     );
-    println!(
+    outln!(
         "| column | plan | ratio | fused ms | fused GB/s | separate kernels (ms each) | separate ms | fused speedup | bitpack GB/s | fused / bitpack | bars (70 % of bitpack, 2x separate) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    outln!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut scratch = Scratch::default();
     for (what, plan, values) in fusion_cases(rows) {
         let plan: zipflow_core::Plan = plan.parse()?;
@@ -399,7 +400,7 @@ pub fn fusion(device: usize, rows: usize, reps: usize, threads: Option<u32>) -> 
         }
         let bitpack = kernel_ms(&gpu, PType::I64, &bitpack_trees, reps, threads)?;
         let yes = |ok: bool| if ok { "yes" } else { "no" };
-        println!(
+        outln!(
             "| {what} | `{plan}` | {:.2} | {fused:.3} | {:.0} | {} | {separate:.3} | {:.2}x | {:.0} | {:.0} % | {}, {} |",
             decoded / compressed as f64,
             decoded / fused / 1e6,
@@ -450,15 +451,15 @@ fn check_column(
 /// Runs `zipflow gpu tune`.
 fn tune(input: &PathBuf, device: usize, reps: usize, only: &[String]) -> Result<()> {
     let gpu = Gpu::open(device)?;
-    println!("{}", gpu.info());
+    outln!("{}", gpu.info());
     let zf = ZfFile::open(input)?;
-    println!(
+    outln!(
         "{}: chunk kernels timed at {:?} threads per block, medians of {reps} runs",
         input.display(),
         zipflow_cuda::cache::TUNE_THREADS
     );
-    println!("| column | plan shape | ms at each block size | chosen |");
-    println!("| --- | --- | --- | --- |");
+    outln!("| column | plan shape | ms at each block size | chosen |");
+    outln!("| --- | --- | --- | --- |");
     let mut scratch = Scratch::default();
     let mut tuned = 0;
     for (c, meta) in zf.columns().iter().enumerate() {
@@ -468,7 +469,7 @@ fn tune(input: &PathBuf, device: usize, reps: usize, only: &[String]) -> Result<
         let mut d = match ColumnDecoder::for_column(&gpu, &zf, c) {
             Ok(d) => d,
             Err(e) => {
-                println!("| {} | not decoded: {e} | | |", meta.name);
+                outln!("| {} | not decoded: {e} | | |", meta.name);
                 continue;
             }
         };
@@ -484,7 +485,7 @@ fn tune(input: &PathBuf, device: usize, reps: usize, only: &[String]) -> Result<
                         None => format!("{t}: does not compile"),
                     })
                     .collect();
-            println!(
+            outln!(
                 "| {} | `{}` | {} | {} |",
                 meta.name,
                 s.key,
@@ -500,12 +501,12 @@ fn tune(input: &PathBuf, device: usize, reps: usize, only: &[String]) -> Result<
         }
     }
     if tuned == 0 {
-        println!(
+        outln!(
             "no column of {} has a chunk kernel to tune",
             input.display()
         );
     } else {
-        println!(
+        outln!(
             "{tuned} plan shape(s) tuned and remembered for this device; every tuned column is bit-identical to the CPU"
         );
     }
@@ -542,18 +543,18 @@ pub fn bench(
     repeat: usize,
 ) -> Result<Vec<ColumnTiming>> {
     let gpu = Gpu::open(device)?;
-    println!("{}", gpu.info());
+    outln!("{}", gpu.info());
     let zf = ZfFile::open(input)?;
-    println!(
+    outln!(
         "{}: {} rows, {} chunks per column, each column decoded {repeat} time(s) over; medians of {reps} runs",
         input.display(),
         zf.num_rows(),
         zf.num_chunks()
     );
-    println!(
+    outln!(
         "| column | type | plan shapes | decoded MB | ratio | prepare ms | kernels ms | GB/s | upload+decode ms | GB/s |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    outln!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut scratch = Scratch::default();
     let mut timings = Vec::new();
     let (mut total_decoded, mut total_kernel_ms) = (0f64, 0f64);
@@ -567,9 +568,10 @@ pub fn bench(
         let mut d = match ColumnDecoder::for_column_repeated(&gpu, &zf, c, repeat) {
             Ok(d) => d,
             Err(e) => {
-                println!(
+                outln!(
                     "| {} | {} | not decoded: {e} |",
-                    meta.name, meta.column_type
+                    meta.name,
+                    meta.column_type
                 );
                 continue;
             }
@@ -610,7 +612,7 @@ pub fn bench(
             total_decoded += decoded;
             total_kernel_ms += kernel;
         }
-        println!(
+        outln!(
             "| {} | {} | {} | {:.1} | {:.2} | {:.1} | {:.4} | {:.0} | {:.3} | {:.0} |",
             meta.name,
             meta.column_type,
@@ -624,7 +626,7 @@ pub fn bench(
             decoded / e2e / 1e6
         );
         if let Some((k, e)) = bytes_only {
-            println!(
+            outln!(
                 "| {} (bytes only, no offsets) | {} | {} | {:.1} | {:.2} | | {:.4} | {:.0} | {:.3} | {:.0} |",
                 meta.name,
                 meta.column_type,
@@ -639,7 +641,7 @@ pub fn bench(
         }
     }
     if string_kernel_ms > 0.0 {
-        println!(
+        outln!(
             "string columns: {:.1} MB of string bytes (offsets not counted) in {:.3} ms of kernels: {:.0} GB/s",
             string_decoded / 1e6,
             string_kernel_ms,
@@ -647,7 +649,7 @@ pub fn bench(
         );
     }
     if total_kernel_ms > 0.0 {
-        println!(
+        outln!(
             "all numeric columns: {:.1} MB decoded in {:.3} ms of kernels: {:.0} GB/s{}",
             total_decoded / 1e6,
             total_kernel_ms,

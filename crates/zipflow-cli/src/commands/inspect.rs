@@ -1,5 +1,6 @@
 //! `zipflow inspect`.
 
+use crate::out::{out, outln};
 use crate::report::{Table, bytes, ratio};
 use anyhow::Result;
 use std::collections::BTreeMap;
@@ -39,12 +40,12 @@ fn explain(a: &Args, zf: &ZfFile, text: bool) -> Result<()> {
         }
         let (values, _) = zf.read_chunk(c, 0, &mut scratch)?;
         let selection = zipflow_select::search::select(&values, text, &options);
-        println!(
+        outln!(
             "\ncolumn `{}`, chunk 0 (stored as {}):",
             col.name,
             zf.chunk_meta(c, 0).plan
         );
-        print!("{}", selection.explain(8));
+        out!("{}", selection.explain(8));
     }
     Ok(())
 }
@@ -139,7 +140,7 @@ fn tree_lines(node: &NodeView<'_>, slot: &str, depth: usize, out: &mut Vec<Strin
 fn run_text(a: &Args, zf: &ZfFile) -> Result<()> {
     let file_size = std::fs::metadata(&a.input).map(|m| m.len()).unwrap_or(0);
     let plain = zf.num_rows();
-    println!(
+    outln!(
         "{}: a file's bytes (compressed with --text): {} in {} chunk{}; {} on disk, ratio {} \
          (size {:.3} of the original)",
         a.input.display(),
@@ -152,7 +153,7 @@ fn run_text(a: &Args, zf: &ZfFile) -> Result<()> {
     );
     for i in 0..zf.num_chunks() {
         let (payload_bytes, m) = zf.chunk_payload(0, i)?;
-        println!(
+        outln!(
             "chunk {i}: {} -> {}, ratio {}, plan {}",
             bytes(m.plain_bytes),
             bytes(m.compressed_bytes()),
@@ -164,7 +165,7 @@ fn run_text(a: &Args, zf: &ZfFile) -> Result<()> {
         let mut lines = Vec::new();
         tree_lines(&node, "", 0, &mut lines);
         for l in lines {
-            println!("{l}");
+            outln!("{l}");
         }
     }
     Ok(())
@@ -182,7 +183,7 @@ pub fn run(a: Args) -> Result<()> {
         };
     }
     let file_size = std::fs::metadata(&a.input).map(|m| m.len()).unwrap_or(0);
-    println!(
+    outln!(
         "{}: {} rows, {} columns, {} row groups of up to {} rows, {}",
         a.input.display(),
         zf.num_rows(),
@@ -236,8 +237,8 @@ pub fn run(a: Args) -> Result<()> {
             nulls.to_string(),
         ]);
     }
-    print!("{}", t.render());
-    println!(
+    out!("{}", t.render());
+    outln!(
         "total: {} of data for {} plain, ratio {}",
         bytes(total_packed),
         bytes(total_plain),
@@ -245,7 +246,7 @@ pub fn run(a: Args) -> Result<()> {
     );
     if a.chunks {
         for (c, col) in zf.columns().iter().enumerate() {
-            println!("\ncolumn `{}`:", col.name);
+            outln!("\ncolumn `{}`:", col.name);
             let mut t = Table::new(
                 &[
                     "chunk", "rows", "plan", "size", "ratio", "min", "max", "nulls",
@@ -265,7 +266,7 @@ pub fn run(a: Args) -> Result<()> {
                     m.stats.null_count.to_string(),
                 ]);
             }
-            print!("{}", t.render());
+            out!("{}", t.render());
         }
     }
     if a.explain {

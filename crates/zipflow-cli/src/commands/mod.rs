@@ -9,6 +9,7 @@ pub mod compress;
 pub mod decompress;
 pub mod gpu;
 pub mod inspect;
+pub mod lineitem;
 pub mod raster;
 pub mod sql;
 pub mod tpch;
@@ -40,7 +41,7 @@ pub fn parse_plans(args: &[String]) -> Result<HashMap<String, Plan>> {
 /// A progress bar counting bytes on stderr, hidden when `quiet` or when stderr is not a
 /// terminal.
 pub fn progress_bytes(total: Option<u64>, what: &str, quiet: bool) -> ProgressBar {
-    if quiet {
+    if quiet || crate::out::quiet() {
         return ProgressBar::hidden();
     }
     let bar = match total {
@@ -62,7 +63,7 @@ pub fn progress_bytes(total: Option<u64>, what: &str, quiet: bool) -> ProgressBa
 
 /// A progress bar on stderr, hidden when `quiet` or when stderr is not a terminal.
 pub fn progress(total: Option<u64>, what: &str, quiet: bool) -> ProgressBar {
-    if quiet {
+    if quiet || crate::out::quiet() {
         return ProgressBar::hidden();
     }
     let bar = match total {

@@ -1,6 +1,7 @@
 //! `zipflow raster`: uint16 GeoTIFF bands to .zf and fused NDVI on them; and the benchmark
 //! suites `zipflow bench ndvi` and `zipflow bench sum-curve`.
 
+use crate::out::outln;
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -86,7 +87,7 @@ fn compress(a: CompressArgs) -> Result<()> {
     let plain = band.pixels.len() as u64 * 2;
     let col = summary.columns.first();
     let compressed = col.map_or(summary.bytes, |c| c.compressed_bytes);
-    println!(
+    outln!(
         "{} x {} pixels, {plain} B plain -> {} B file ({compressed} B of chunks), ratio {:.3}, \
          plan {}, {:.2} s",
         band.width,
@@ -112,7 +113,7 @@ fn ndvi_cmd(a: NdviArgs) -> Result<()> {
         Op::SumNr => "sum(nir + red)".to_string(),
         _ => format!("{}(ndvi)", op.name()),
     };
-    println!(
+    outln!(
         "{what} = {answer}    ({} pixels, {:.2} ms, {:.2} Gpixel/s)",
         nir.pixels(),
         secs * 1e3,
@@ -120,7 +121,7 @@ fn ndvi_cmd(a: NdviArgs) -> Result<()> {
     );
     if a.check {
         let (n, r) = (nir.decode()?, red.decode()?);
-        println!(
+        outln!(
             "reference (decoded bands, f64) = {}",
             ndvi::reference(op, &n.pixels, &r.pixels)?
         );
@@ -243,7 +244,7 @@ fn bench_scene(
             s.columns.first().map_or(s.bytes, |c| c.compressed_bytes)
         };
         let (nc, rc) = (cbytes(&ns), cbytes(&rs));
-        println!(
+        outln!(
             "\n{} ({} x {}, {:.1} MiB per band plain), plan `{plan_text}`: NIR ratio {:.3}, \
              red ratio {:.3}, both {:.3} ({:.2} bits/pixel); encoded in {enc:.1} s; load {}",
             scene.name,
@@ -257,7 +258,7 @@ fn bench_scene(
             load_average()
         );
         let (nb, rb) = (Band::open(&np)?, Band::open(&rp)?);
-        println!(
+        outln!(
             "{:<11} {:>3} {:>11} {:>11} {:>8} {:>11} {:>11} {:>12} {:>8}  check",
             "op",
             "thr",
@@ -295,7 +296,7 @@ fn bench_scene(
                 }
                 let tk = median(tk);
                 speedups.push((op.name(), threads, tp / tf, tp / tk));
-                println!(
+                outln!(
                     "{:<11} {threads:>3} {:>11.2} {:>11.2} {:>7.2}x {:>11.2} {:>11.2} {:>12.2} {:>7.2}x  {}",
                     op.name(),
                     tp * 1e3,
@@ -346,7 +347,7 @@ pub fn bench_ndvi(a: BenchNdviArgs) -> Result<()> {
     if (nir.width, nir.height) != (red.width, red.height) {
         bail!("the bands differ in size");
     }
-    println!(
+    outln!(
         "NDVI: fused on .zf bands vs the same kernels on plain u16 bands in memory; medians of \
          {} runs; load average at start {}",
         a.runs,
@@ -372,7 +373,7 @@ pub fn bench_ndvi(a: BenchNdviArgs) -> Result<()> {
         let speedups = bench_scene(&a, &dir, &tiled, std::slice::from_ref(&a.dram_plan), &ops)?;
         let at_two = || speedups.iter().filter(|s| s.1 == 2);
         if let Some((op, _, x, _)) = at_two().min_by(|a, b| a.2.total_cmp(&b.2)) {
-            println!(
+            outln!(
                 "bar (each op fused at least 1.5x plain at 2 threads, DRAM-sized): {}; lowest {x:.2}x ({op})",
                 if *x >= 1.5 { "met" } else { "not met" }
             );
@@ -382,14 +383,14 @@ pub fn bench_ndvi(a: BenchNdviArgs) -> Result<()> {
             .map(|s| format!("{} {:.2}x", s.0, s.3))
             .collect();
         if !bound.is_empty() {
-            println!(
+            outln!(
                 "at 2 threads the kernel alone (its arithmetic, from L1) ran at under 1.5x plain \
                  from memory for {}: in this run no plan could have made those ops 1.5x faster",
                 bound.join(", ")
             );
         }
     }
-    println!("load average at end {}", load_average());
+    outln!("load average at end {}", load_average());
     Ok(())
 }
 
@@ -459,7 +460,7 @@ pub fn bench_sum_curve(a: SumCurveArgs) -> Result<()> {
     } else {
         a.widths.clone()
     };
-    println!(
+    outln!(
         "SUM over {} Mi u32 values ({:.2} GiB plain): fused over bit-packed words vs plain; \
          medians of {} runs; load average at start {}",
         a.mi_values,
@@ -467,7 +468,7 @@ pub fn bench_sum_curve(a: SumCurveArgs) -> Result<()> {
         a.runs,
         load_average()
     );
-    println!(
+    outln!(
         "{:>5} {:>3} {:>10} {:>10} {:>8} {:>11} {:>11} {:>11}",
         "width",
         "thr",
@@ -506,7 +507,7 @@ pub fn bench_sum_curve(a: SumCurveArgs) -> Result<()> {
             if w <= 16 && lowest.is_none_or(|(x, _, _)| tp / tf < x) {
                 lowest = Some((tp / tf, w, *t));
             }
-            println!(
+            outln!(
                 "{w:>5} {t:>3} {:>10.2} {:>10.2} {:>7.2}x {:>11.2} {:>11.2} {:>11.2}",
                 tp * 1e3,
                 tf * 1e3,
@@ -518,11 +519,11 @@ pub fn bench_sum_curve(a: SumCurveArgs) -> Result<()> {
         }
     }
     if let Some((x, w, t)) = lowest {
-        println!(
+        outln!(
             "bar (fused at least 2x plain at every width up to 16): {}; lowest {x:.2}x (width {w}, {t} threads)",
             if x >= 2.0 { "met" } else { "not met" }
         );
     }
-    println!("load average at end {}", load_average());
+    outln!("load average at end {}", load_average());
     Ok(())
 }

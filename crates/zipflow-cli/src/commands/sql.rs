@@ -17,8 +17,13 @@ pub struct Args {
     /// aggregates (sum, count, min, max, avg, stddev / stddev_samp, stddev_pop, variance /
     /// var_samp, var_pop, each also over DISTINCT values), GROUP BY (columns or expressions,
     /// by name, alias or position, or ALL), SELECT DISTINCT (columns), HAVING, ORDER BY,
-    /// LIMIT.
-    pub query: String,
+    /// LIMIT. `-` reads the query from standard input.
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    pub query: Option<String>,
+    /// Read the query from this file (`-`: standard input), e.g. a query too long for the
+    /// command line.
+    #[arg(short, long, value_name = "FILE")]
+    pub file: Option<std::path::PathBuf>,
     /// Output format: table, csv or json.
     #[arg(long, default_value = "table")]
     pub format: String,
@@ -31,17 +36,36 @@ pub struct Args {
     pub reference: bool,
 }
 
+/// The query: the argument, or read from --file or standard input (`-`).
+fn query_text(a: &Args) -> Result<String> {
+    let from_stdin = || -> Result<String> {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+            .context("reading the query from standard input")?;
+        Ok(text)
+    };
+    match (&a.query, &a.file) {
+        (Some(q), _) if q == "-" => from_stdin(),
+        (Some(q), _) => Ok(q.clone()),
+        (None, Some(f)) if f.as_os_str() == "-" => from_stdin(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .with_context(|| format!("{}: cannot read the query", f.display())),
+        (None, None) => anyhow::bail!("give a query, or --file FILE"),
+    }
+}
+
 /// Runs the command.
 pub fn run(a: Args) -> Result<()> {
     let format: Format = a.format.parse()?;
-    let path = sql::table_of(&a.query)?;
+    let query = query_text(&a)?;
+    let path = sql::table_of(&query)?;
     let table = Table::open(&path).with_context(|| format!("opening `{path}`"))?;
-    let q = sql::plan(&a.query, &table.schema())?;
+    let q = sql::plan(&query, &table.schema())?;
     let opts = ScanOptions {
         threads: a.threads,
         reference: a.reference,
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::Stdout::new();
     // Projections without ORDER BY stream row by row in csv and json.
     if !q.aggregating && q.order_by.is_empty() && format != Format::Table {
         let shown = q.output.len() - q.hidden;

@@ -4,15 +4,18 @@
 //! and prints per column: the plan, the compression ratio, encode and decode speed, and the
 //! size the same column takes in Parquet+zstd(3) written by arrow-rs.
 
+use super::lineitem::{Lineitem, Verifier};
 use crate::io::parquet_props;
+use crate::out::{out, outln};
 use crate::report::chart::{Point, Scatter, Series};
 use crate::report::{Table, bytes, ratio, speed};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use arrow::array::Array;
 use arrow::record_batch::RecordBatch;
 use indicatif::ProgressBar;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::file::metadata::ParquetMetaData;
 use rayon::prelude::*;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -45,13 +48,10 @@ pub struct Args {
     /// and arrow-rs decode speed (read alone, one thread) as a second series.
     #[arg(long)]
     pub svg: Option<PathBuf>,
-    /// No progress spinners.
-    #[arg(short, long)]
-    pub quiet: bool,
 }
 
 pub(crate) fn spinner(msg: &str, quiet: bool) -> ProgressBar {
-    if quiet {
+    if quiet || crate::out::quiet() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new_spinner();
@@ -101,31 +101,17 @@ pub fn run(a: Args) -> Result<()> {
     for out in a.output.iter().chain(&a.svg) {
         crate::io::check_output_dir(out)?;
     }
-    let t = Instant::now();
-    let bar = spinner(&format!("generating lineitem at SF {}", a.sf), a.quiet);
-    let batches = generate_lineitem(a.sf);
-    bar.finish_and_clear();
-    let Some(first) = batches.first() else {
-        bail!("the generator produced no rows at SF {}", a.sf);
-    };
-    let schema = first.schema();
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    println!(
-        "generated TPC-H lineitem, SF {}: {rows} rows in {:.1} s",
-        a.sf,
-        t.elapsed().as_secs_f64()
-    );
-
-    let tmp_dir;
+    let mut _listed = None;
     let path = match &a.output {
         Some(p) => p.clone(),
         None => {
-            tmp_dir = std::env::temp_dir().join(format!("zipflow-tpch-{}", std::process::id()));
+            let tmp_dir = std::env::temp_dir().join(format!("zipflow-tpch-{}", std::process::id()));
+            _listed = Some(zipflow_format::cleanup::register_dir(&tmp_dir));
             std::fs::create_dir_all(&tmp_dir)?;
             tmp_dir.join("lineitem.zf")
         }
     };
-    let result = compress_verify_report(&a, &batches, schema, &path);
+    let result = compress_verify_report(&a, &path);
     if a.output.is_none() {
         let _ = std::fs::remove_file(&path);
         if let Some(dir) = path.parent() {
@@ -135,48 +121,74 @@ pub fn run(a: Args) -> Result<()> {
     result
 }
 
-fn compress_verify_report(
-    a: &Args,
-    batches: &[RecordBatch],
+/// What the generate-and-compress pass measured.
+struct Written {
+    summary: FileSummary,
     schema: arrow::datatypes::SchemaRef,
-    path: &PathBuf,
-) -> Result<()> {
-    let bar = spinner("compressing", a.quiet);
-    let start = Instant::now();
-    let summary = compress(a, batches, schema.clone(), path)?;
-    let compress_secs = start.elapsed().as_secs_f64();
-    bar.finish_and_clear();
+    /// Plain bytes per column.
+    plain: Vec<u64>,
+    rows: u64,
+    generate_secs: f64,
+    compress_secs: f64,
+}
 
-    let bar = spinner("verifying", a.quiet);
-    let zf = ZfFile::open(path)?;
-    verify(&zf, batches, &schema)?;
+fn compress_verify_report(a: &Args, path: &PathBuf) -> Result<()> {
+    let bar = spinner(
+        &format!("generating and compressing lineitem at SF {}", a.sf),
+        false,
+    );
+    let written = compress(a, path)?;
     bar.finish_and_clear();
-    println!(
-        "compressed to {} in {compress_secs:.1} s and verified: every value round-trips",
-        path.display()
+    outln!(
+        "generated TPC-H lineitem, SF {}: {} rows in {:.1} s",
+        a.sf,
+        written.rows,
+        written.generate_secs
+    );
+    let schema = written.schema.clone();
+
+    let bar = spinner("verifying against the table generated again", false);
+    let zf = ZfFile::open(path)?;
+    let scratch_parquet = (!a.no_parquet).then(|| ScratchFile::new("parquet"));
+    let parquet_meta = verify(
+        a.sf,
+        &zf,
+        &schema,
+        scratch_parquet.as_ref().map(|f| f.path.as_path()),
+    )?;
+    bar.finish_and_clear();
+    outln!(
+        "compressed to {} in {:.1} s and verified: every value round-trips",
+        path.display(),
+        written.compress_secs
     );
 
-    let bar = spinner("timing decode", a.quiet);
+    let bar = spinner("timing decode", false);
     let decode = time_decode(&zf)?;
     bar.finish_and_clear();
 
     let main_cols: Vec<usize> = (0..schema.fields().len())
         .filter(|&c| !NOT_MAIN.contains(&schema.field(c).name().as_str()))
         .collect();
-    let parquet = if a.no_parquet {
-        None
-    } else {
-        let bar = spinner("writing Parquet+zstd(3) for comparison", a.quiet);
-        let p = parquet_reference(batches, &schema, &main_cols, a.chunk_rows, a.svg.is_some())?;
-        bar.finish_and_clear();
-        Some(p)
+    let parquet = match (scratch_parquet, parquet_meta) {
+        (Some(file), Some(meta)) => {
+            let bar = spinner("timing Parquet+zstd(3) for comparison", false);
+            let p = parquet_reference(
+                &file.path,
+                &meta,
+                schema.fields().len(),
+                &main_cols,
+                a.chunk_rows,
+                a.svg.is_some(),
+            )?;
+            bar.finish_and_clear();
+            Some(p)
+        }
+        _ => None,
     };
-    let plain: Vec<u64> = (0..schema.fields().len())
-        .map(|c| originals_plain(batches, c))
-        .collect();
     let report = Report {
-        summary: &summary,
-        plain: &plain,
+        summary: &written.summary,
+        plain: &written.plain,
         decode: &decode,
         parquet: parquet.as_ref(),
     };
@@ -184,7 +196,7 @@ fn compress_verify_report(
     report.totals(&schema, &main_cols);
     if let Some(svg) = &a.svg {
         report.chart(a.sf).write(svg)?;
-        println!(
+        outln!(
             "wrote the chart of decode speed against ratio to {}",
             svg.display()
         );
@@ -192,59 +204,113 @@ fn compress_verify_report(
     Ok(())
 }
 
-/// Compresses `batches` to `path` (columns of a row group in parallel).
-fn compress(
-    a: &Args,
-    batches: &[RecordBatch],
-    schema: arrow::datatypes::SchemaRef,
-    path: &PathBuf,
-) -> Result<FileSummary> {
+/// Generates lineitem and compresses it to `path` as it comes (columns of a row group in
+/// parallel), holding only a window of generated parts.
+fn compress(a: &Args, path: &PathBuf) -> Result<Written> {
+    let mut generator = Lineitem::new(a.sf);
+    let mut generate_secs = 0.0;
+    let mut next = || {
+        let t = Instant::now();
+        let batch = generator.next().transpose();
+        generate_secs += t.elapsed().as_secs_f64();
+        batch
+    };
+    let Some(first) = next()? else {
+        bail!("the generator produced no rows at SF {}", a.sf);
+    };
+    let schema = first.schema();
     let opts = WriteOptions {
         chunk_rows: a.chunk_rows,
         overwrite: a.force || a.output.is_none(),
         chooser: Some(zipflow_select::Chooser::shared(Default::default())),
         ..WriteOptions::default()
     };
-    let mut w = TableWriter::create(path, schema, opts)?;
-    for b in batches {
-        w.write(b)?;
+    let start = Instant::now();
+    let mut w = TableWriter::create(path, schema.clone(), opts)?;
+    let mut compress_secs = start.elapsed().as_secs_f64();
+    let mut plain = vec![0u64; schema.fields().len()];
+    let mut rows = 0u64;
+    let mut batch = Some(first);
+    while let Some(b) = batch {
+        for (c, p) in plain.iter_mut().enumerate() {
+            *p += plain_size(b.column(c).as_ref());
+        }
+        rows += b.num_rows() as u64;
+        let t = Instant::now();
+        w.write(&b)?;
+        compress_secs += t.elapsed().as_secs_f64();
+        drop(b);
+        batch = next()?;
     }
-    Ok(w.finish()?)
+    let t = Instant::now();
+    let summary = w.finish()?;
+    compress_secs += t.elapsed().as_secs_f64();
+    Ok(Written {
+        summary,
+        schema,
+        plain,
+        rows,
+        generate_secs,
+        compress_secs,
+    })
 }
 
-/// Checks that every chunk of every column equals the input rows it covers, comparing each
-/// chunk piece by piece with the batches it spans (no second copy of the table).
-fn verify(zf: &ZfFile, batches: &[RecordBatch], schema: &arrow::datatypes::Schema) -> Result<()> {
-    (0..schema.fields().len())
-        .into_par_iter()
-        .try_for_each(|c| -> Result<()> {
-            let name = schema.field(c).name();
-            let mut scratch = Scratch::default();
-            // The next input row: batch `b`, row `r` within it.
-            let (mut b, mut r) = (0usize, 0usize);
-            for i in 0..zf.num_chunks() {
-                let got = zf.read_array(c, i, &mut scratch)?;
-                let mut done = 0;
-                while done < got.len() {
-                    let Some(batch) = batches.get(b) else {
-                        bail!("column `{name}`: more rows back than went in");
-                    };
-                    let n = (batch.num_rows() - r).min(got.len() - done);
-                    if got.slice(done, n).as_ref() != batch.column(c).slice(r, n).as_ref() {
-                        bail!("round trip mismatch in column `{name}`, chunk {i}");
-                    }
-                    (done, r) = (done + n, r + n);
-                    if r == batch.num_rows() {
-                        (b, r) = (b + 1, 0);
-                    }
-                }
-            }
-            let rest: usize = batches.iter().skip(b).map(RecordBatch::num_rows).sum();
-            if rest > r {
-                bail!("column `{name}`: {} rows did not come back", rest - r);
-            }
-            Ok(())
-        })
+/// Generates the table again and checks that every row of every column comes back from
+/// `zf`; with `parquet`, writes the same rows there as Parquet+zstd(3) on the way.
+fn verify(
+    sf: f64,
+    zf: &ZfFile,
+    schema: &arrow::datatypes::SchemaRef,
+    parquet: Option<&std::path::Path>,
+) -> Result<Option<ParquetMetaData>> {
+    let mut writer = match parquet {
+        Some(p) => {
+            let file = std::fs::File::create(p)
+                .with_context(|| format!("{}: cannot create", p.display()))?;
+            Some(ArrowWriter::try_new(
+                file,
+                schema.clone(),
+                Some(parquet_props()?),
+            )?)
+        }
+        None => None,
+    };
+    let mut verifier = Verifier::new(zf);
+    for batch in Lineitem::new(sf) {
+        let batch = batch?;
+        verifier.check(&batch)?;
+        if let Some(w) = &mut writer {
+            w.write(&batch)?;
+        }
+    }
+    verifier.finish()?;
+    Ok(match writer {
+        Some(w) => Some(w.close()?),
+        None => None,
+    })
+}
+
+/// A scratch file in the temporary directory, on the list a signal cleans up, deleted when
+/// dropped.
+struct ScratchFile {
+    path: PathBuf,
+    _listed: zipflow_format::cleanup::Registered,
+}
+
+impl ScratchFile {
+    fn new(ext: &str) -> ScratchFile {
+        let path = std::env::temp_dir().join(format!("zipflow-tpch-{}.{ext}", std::process::id()));
+        ScratchFile {
+            _listed: zipflow_format::cleanup::register_file(&path),
+            path,
+        }
+    }
+}
+
+impl Drop for ScratchFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// Seconds to decode each column on one thread, median of 3 passes over all chunks.
@@ -312,30 +378,28 @@ struct Parquet {
     column_secs: Option<Vec<f64>>,
 }
 
+/// Sizes from the written file's metadata; read speeds from the file itself (in the page
+/// cache after writing), so only one row group of it is in memory at a time.
 fn parquet_reference(
-    batches: &[RecordBatch],
-    schema: &arrow::datatypes::SchemaRef,
+    path: &std::path::Path,
+    meta: &ParquetMetaData,
+    ncol: usize,
     main_cols: &[usize],
     batch_rows: usize,
     per_column: bool,
 ) -> Result<Parquet> {
-    let mut sizes = vec![0u64; schema.fields().len()];
-    let mut buf = Vec::new();
-    let mut pw = ArrowWriter::try_new(&mut buf, schema.clone(), Some(parquet_props()?))?;
-    for b in batches {
-        pw.write(b)?;
-    }
-    let meta = pw.close()?;
+    let mut sizes = vec![0u64; ncol];
     for rg in meta.row_groups() {
         for (c, cc) in rg.columns().iter().enumerate() {
             sizes[c] += cc.compressed_size() as u64;
         }
     }
-    let total = buf.len() as u64;
-    let bytes = bytes::Bytes::from(buf);
+    let total = std::fs::metadata(path)
+        .with_context(|| format!("{}", path.display()))?
+        .len();
     let read = |cols: &[usize]| {
         median_secs(|| {
-            let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path)?)?;
             let mask = ProjectionMask::roots(builder.parquet_schema(), cols.iter().copied());
             // Batches as large as zipflow's chunks: arrow-rs's fastest setting here.
             let reader = builder
@@ -350,11 +414,7 @@ fn parquet_reference(
     };
     let main_secs = read(main_cols)?;
     let column_secs = if per_column {
-        Some(
-            (0..schema.fields().len())
-                .map(|c| read(&[c]))
-                .collect::<Result<Vec<_>>>()?,
-        )
+        Some((0..ncol).map(|c| read(&[c])).collect::<Result<Vec<_>>>()?)
     } else {
         None
     };
@@ -422,7 +482,7 @@ impl Report<'_> {
                 zf_pq,
             ]);
         }
-        print!("{}", table.render());
+        out!("{}", table.render());
     }
 
     /// A line per group of columns: all, the non-string ones, the main ones.
@@ -439,10 +499,10 @@ impl Report<'_> {
             ("12 main columns", main_cols.to_vec()),
         ];
         for (label, cols) in groups {
-            println!("{}", self.total_line(label, &cols));
+            outln!("{}", self.total_line(label, &cols));
         }
         if let Some(p) = self.parquet {
-            println!(
+            outln!(
                 "Parquet+zstd(3) file written by arrow-rs: {}",
                 bytes(p.total)
             );
@@ -571,11 +631,4 @@ fn median_secs(mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     }
     runs.sort_by(f64::total_cmp);
     Ok(runs[1])
-}
-
-fn originals_plain(batches: &[RecordBatch], c: usize) -> u64 {
-    batches
-        .iter()
-        .map(|b| plain_size(b.column(c).as_ref()))
-        .sum()
 }
