@@ -16,7 +16,10 @@ pub(crate) const SLOTS: usize = 7;
 
 /// Checks an `ans` node, writes its slots and stages its cumulative frequencies.
 pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<()> {
-    let (log2, freqs) = ans::header(node)?;
+    let ans::View {
+        log2_block: log2,
+        freqs,
+    } = ans::View::parse(node)?;
     let states = node.buffer(0, "states")?;
     let starts = node.buffer(1, "starts")?;
     let words = node.buffer(2, "words")?;

@@ -13,7 +13,11 @@ pub(crate) const SLOTS: usize = 3;
 
 /// Checks an `fsst` node, stages its symbol table and writes its slots.
 pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<()> {
-    let (table, log2, ends) = fsst::check(node)?;
+    let fsst::View {
+        table,
+        log2_piece: log2,
+        ends,
+    } = fsst::View::parse(node)?;
     if ends.is_empty() && node.children[0].len != 0 {
         return Err(Error::corrupt("fsst codes for an empty stream"));
     }

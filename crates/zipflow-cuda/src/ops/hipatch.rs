@@ -10,7 +10,7 @@ pub(crate) const SLOTS: usize = 2;
 
 /// Checks a `hipatch` node and writes its width and exception count.
 pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<()> {
-    let w = hipatch::check(node)?;
+    let w = hipatch::View::parse(node)?.width;
     f.prm[b + 1] = u64::from(w);
     f.prm[b + 2] = node.children[2].len as u64;
     Ok(())
