@@ -60,7 +60,6 @@ use crate::ops::dict::lane_body as dict_lane_body;
 use crate::ops::{radix_group, radix_groups_body};
 use crate::shape::{Op, Shape};
 use lanes::lane_body;
-use prelude::PRELUDE;
 pub(crate) use writer::Writer;
 use zipflow_core::{Error, PType, Result};
 
@@ -439,18 +438,7 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         quads: Vec::new(),
     };
     let key = shape.key();
-    g.src.push_str(
-        &PRELUDE
-            .replace("@SHAPE@", &key)
-            .replace(
-                "@KIND@",
-                match kind {
-                    KernelKind::Tile => "tile",
-                    KernelKind::Chunk => "chunk",
-                },
-            )
-            .replace("@NPRM@", &nparams.to_string()),
-    );
+    g.src.push_str(&prelude::prelude(&key, kind, nparams));
     g.node(0)?;
     if shape.ptype == PType::Bytes {
         let entries = string_entries(&g);
@@ -498,31 +486,43 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     })
 }
 
+/// The parameters every entry point (and the expansion's template body) takes.
+const PARAMS: &str = "(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch, const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err)";
+
+/// The head of a global entry point with launch bounds `bounds`.
+fn global(bounds: &str) -> String {
+    format!("extern \"C\" __global__ void __launch_bounds__({bounds})")
+}
+
 /// The entry points of a byte-string kernel: [`KERNEL_NAME`] (the stages, writing each
 /// segment's table) and the expansion ([`strings::EXPAND_NAME`], and where the shape has it
 /// [`strings::EXPAND_NARROW_NAME`]).
 fn string_entries(g: &Gen<'_>) -> String {
     let len_slot = g.nodes[0].base;
-    // Every entry point (and the expansion's template body) takes the same parameters.
-    let params = "(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,\n          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err)";
-    let global =
-        |bounds: &str| format!("extern \"C\" __global__ void __launch_bounds__({bounds})\n");
-    let head = |decl: &str, name: &str, body: &str, seg: &str| {
-        format!(
-            r#"
-{decl}{name}{params} {{
-  const u32 chunk = work[2u * blockIdx.x];{seg}
-  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
-  const u32 len = (u32)e.prm[{len_slot}];
-{body}}}
-"#
-        )
+    let mut w = Writer::at(0);
+    // A function over one chunk: `decl` the lines before its name, `seg` its first lines
+    // after the chunk's.
+    let head = |w: &mut Writer, decl: &[&str], name: &str, body: &str, seg: &[String]| {
+        w.blank();
+        for d in decl {
+            w.line(d);
+        }
+        w.open(format!("{name}{PARAMS}"))
+            .line("const u32 chunk = work[2u * blockIdx.x];");
+        for l in seg {
+            w.line(l);
+        }
+        w.line("const Env e = {in, scratch, prm + (u64)chunk * ZF_NPRM, err};")
+            .line(format!("const u32 len = (u32)e.prm[{len_slot}];"))
+            .raw(body)
+            .close();
     };
-    let first = head(
-        &global("ZF_THREADS"),
+    head(
+        &mut w,
+        &[&global("ZF_THREADS")],
         KERNEL_NAME,
         &g.stages,
-        "\n  (void)out;",
+        &["(void)out;".to_string()],
     );
     // A `words` expansion holds two blocks of 512 threads per multiprocessor (its shared
     // memory allows no more): registers are capped to fit them, as the loop over a
@@ -536,39 +536,48 @@ fn string_entries(g: &Gen<'_>) -> String {
     } else {
         "ZF_THREADS"
     };
-    let seg = format!(
-        "\n  const u32 seg0 = work[2u * blockIdx.x + 1u];\n  u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"
-    );
-    let second = if g.narrow_expansion() {
+    let seg = [
+        "const u32 seg0 = work[2u * blockIdx.x + 1u];".to_string(),
+        format!("u8* o = out + prm[(u64)chunk * ZF_NPRM + {SLOT_OUT}];"),
+    ];
+    if g.narrow_expansion() {
         // The body once, as a template over the stage's size (`ZF_STR_STAGE`) and the
         // staged codes' type, and two entry points: the stage for long strings and `u32`
         // codes, two blocks a multiprocessor as their shared memory allows, and the
         // smaller one with `u16` codes, three (registers capped to fit them).
-        let body = head(
-            "template <u32 zf_stage_t, typename zf_code_t>\n__device__ __forceinline__ void ",
-            "zf_expand_t",
+        head(
+            &mut w,
+            &["template <u32 zf_stage_t, typename zf_code_t>"],
+            "__device__ __forceinline__ void zf_expand_t",
             &g.expand,
             &seg,
         );
-        let entry = |name: &str, bounds: &str, args: &str| {
-            format!(
-                "\n{}{name}{params} {{\n  zf_expand_t<{args}>(in, out, scratch, prm, work, err);\n}}\n",
-                global(bounds)
-            )
-        };
-        format!(
-            "{body}{}{}",
-            entry(strings::EXPAND_NAME, bounds, "ZF_STAGE_WIDE, u32"),
-            entry(
+        for (name, bounds, args) in [
+            (strings::EXPAND_NAME, bounds, "ZF_STAGE_WIDE, u32"),
+            (
                 strings::EXPAND_NARROW_NAME,
                 "ZF_THREADS, 1536 / ZF_THREADS",
-                "ZF_STAGE_NARROW, u16"
-            )
-        )
+                "ZF_STAGE_NARROW, u16",
+            ),
+        ] {
+            w.blank()
+                .line(global(bounds))
+                .open(format!("{name}{PARAMS}"))
+                .line(format!(
+                    "zf_expand_t<{args}>(in, out, scratch, prm, work, err);"
+                ))
+                .close();
+        }
     } else {
-        head(&global(bounds), strings::EXPAND_NAME, &g.expand, &seg)
-    };
-    format!("{first}{second}")
+        head(
+            &mut w,
+            &[&global(bounds)],
+            strings::EXPAND_NAME,
+            &g.expand,
+            &seg,
+        );
+    }
+    w.finish()
 }
 
 /// The entry point of a numeric kernel, [`KERNEL_NAME`]: a tile kernel's lane-by-lane body
@@ -578,18 +587,6 @@ fn numeric_entry(g: &mut Gen<'_>, ptype: PType) -> Result<String> {
     let kind = g.kind;
     let nodes = g.nodes;
     let root_t = ctype(ptype)?;
-    let (range, end) = match kind {
-        KernelKind::Tile => (
-            "  for (u32 vi = 0u; vi < ZF_TILE_VECTORS; ++vi) {\n  const u32 p0 = (vec + vi) * 1024u;\n  if (p0 >= len) break;\n  const u32 p1 = min(p0 + 1024u, len);\n",
-            // Shared-memory buffers are reused by the next vector.
-            if g.stages.is_empty() {
-                "  }\n"
-            } else {
-                "  __syncthreads();\n  }\n"
-            },
-        ),
-        KernelKind::Chunk => ("  const u32 p0 = 0u, p1 = len;\n", ""),
-    };
     let root = &nodes[0];
     let lanes = match lane_body(g, kind)? {
         Some(l) => Some(l),
@@ -607,6 +604,19 @@ fn numeric_entry(g: &mut Gen<'_>, ptype: PType) -> Result<String> {
             let each =
                 "for (u32 p = p0 + threadIdx.x; p < p1; p += ZF_THREADS) o[p] = zf_n0(e, p);";
             let mut w = Writer::at(1);
+            w.line("(void)vec;").raw(&g.prologue);
+            match kind {
+                KernelKind::Tile => {
+                    w.open("for (u32 vi = 0u; vi < ZF_TILE_VECTORS; ++vi)")
+                        .line("const u32 p0 = (vec + vi) * 1024u;")
+                        .line("if (p0 >= len) break;")
+                        .line("const u32 p1 = min(p0 + 1024u, len);");
+                }
+                KernelKind::Chunk => {
+                    w.line("const u32 p0 = 0u, p1 = len;");
+                }
+            }
+            w.raw(&g.stages);
             match kind {
                 // The root's stage writes the output.
                 _ if materialised(root.op, kind) => {}
@@ -627,11 +637,14 @@ fn numeric_entry(g: &mut Gen<'_>, ptype: PType) -> Result<String> {
                     w.line(each);
                 }
             }
-            let finish = w.finish();
-            format!(
-                "  (void)vec;\n{}{range}{}{finish}{end}",
-                g.prologue, g.stages
-            )
+            if kind == KernelKind::Tile {
+                // Shared-memory buffers are reused by the next vector.
+                if !g.stages.is_empty() {
+                    w.line("__syncthreads();");
+                }
+                w.close();
+            }
+            w.finish()
         }
     };
     // A chunk kernel runs one block per chunk, each a long chain of barriers: registers are
@@ -641,19 +654,17 @@ fn numeric_entry(g: &mut Gen<'_>, ptype: PType) -> Result<String> {
         KernelKind::Tile => "ZF_THREADS",
         KernelKind::Chunk => "ZF_THREADS, 2048 / ZF_THREADS",
     };
-    Ok(format!(
-        r#"
-extern "C" __global__ void __launch_bounds__({bounds})
-{KERNEL_NAME}(const u8* __restrict__ in, u8* __restrict__ out, u8* __restrict__ scratch,
-          const u64* __restrict__ prm, const u32* __restrict__ work, int* __restrict__ err) {{
-  const u32 chunk = work[2u * blockIdx.x], vec = work[2u * blockIdx.x + 1u];
-  const Env e = {{in, scratch, prm + (u64)chunk * ZF_NPRM, err}};
-  {root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}];
-  const u32 len = (u32)e.prm[{len_slot}];
-{body}}}
-"#,
-        len_slot = root.base,
-    ))
+    let mut w = Writer::at(0);
+    w.blank()
+        .line(global(bounds))
+        .open(format!("{KERNEL_NAME}{PARAMS}"))
+        .line("const u32 chunk = work[2u * blockIdx.x], vec = work[2u * blockIdx.x + 1u];")
+        .line("const Env e = {in, scratch, prm + (u64)chunk * ZF_NPRM, err};")
+        .line(format!("{root_t}* o = ({root_t}*)out + e.prm[{SLOT_OUT}];"))
+        .line(format!("const u32 len = (u32)e.prm[{}];", root.base))
+        .raw(body)
+        .close();
+    Ok(w.finish())
 }
 
 pub(crate) struct Gen<'a> {

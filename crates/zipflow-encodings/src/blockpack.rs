@@ -234,7 +234,7 @@ impl Encoding for BlockPack {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        let runs = check(node)?;
+        let runs = View::parse(node)?.runs;
         let refs = scratch.decode(&node.children[0])?;
         let Values::Int(out) = out else {
             scratch.give(refs);
@@ -273,57 +273,66 @@ impl Encoding for BlockPack {
     }
 }
 
-/// The width runs of a `blockpack` node (`blocks << 8 | width` each), checked against the
-/// node's length and its packed buffer, which holds exactly the words they need; the
-/// references child holds one value per block.
-pub fn check(node: &NodeView<'_>) -> Result<Vec<u32>> {
-    node.expect_shape("blockpack", 2, 1)?;
-    node.meta_reader().finish("blockpack")?;
-    if !node.ptype.is_int() {
-        return Err(Error::corrupt(format!(
-            "blockpack node for {} values",
-            node.ptype
-        )));
-    }
-    let nblocks = node.len.div_ceil(VECTOR_LEN);
-    expect_child(node, 0, "references", node.ptype, Some(nblocks))?;
-    let bits = (node.ptype.byte_width() * 8) as u32;
-    let mut copy = Vec::new();
-    let runs = cast_or_copy::<u32>(node.buffer(0, "width runs")?, &mut copy, "runs")?.to_vec();
-    let words_per_bit = VECTOR_LEN / bits as usize;
-    let (mut blocks, mut words) = (0usize, 0usize);
-    for &r in &runs {
-        let (count, width) = ((r >> 8) as usize, r & 0xff);
-        if count == 0 || width > bits {
+/// A checked `blockpack` node: its width runs, checked against the node's length and its
+/// packed buffer, which holds exactly the words they need; the references child holds one
+/// value per block.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// The width runs, `blocks << 8 | width` each.
+    pub runs: Vec<u32>,
+}
+
+impl View {
+    /// Checks a `blockpack` node and reads its width runs.
+    pub fn parse(node: &NodeView<'_>) -> Result<View> {
+        node.expect_shape("blockpack", 2, 1)?;
+        node.meta_reader().finish("blockpack")?;
+        if !node.ptype.is_int() {
             return Err(Error::corrupt(format!(
-                "blockpack run of {count} blocks at width {width} for {bits}-bit values"
+                "blockpack node for {} values",
+                node.ptype
             )));
         }
-        blocks += count;
-        if blocks > nblocks {
+        let nblocks = node.len.div_ceil(VECTOR_LEN);
+        expect_child(node, 0, "references", node.ptype, Some(nblocks))?;
+        let bits = (node.ptype.byte_width() * 8) as u32;
+        let mut copy = Vec::new();
+        let runs = cast_or_copy::<u32>(node.buffer(0, "width runs")?, &mut copy, "runs")?.to_vec();
+        let words_per_bit = VECTOR_LEN / bits as usize;
+        let (mut blocks, mut words) = (0usize, 0usize);
+        for &r in &runs {
+            let (count, width) = ((r >> 8) as usize, r & 0xff);
+            if count == 0 || width > bits {
+                return Err(Error::corrupt(format!(
+                    "blockpack run of {count} blocks at width {width} for {bits}-bit values"
+                )));
+            }
+            blocks += count;
+            if blocks > nblocks {
+                return Err(Error::corrupt(format!(
+                    "blockpack runs cover more than the {nblocks} blocks of {} values",
+                    node.len
+                )));
+            }
+            words += count * width as usize * words_per_bit;
+        }
+        if blocks != nblocks {
             return Err(Error::corrupt(format!(
-                "blockpack runs cover more than the {nblocks} blocks of {} values",
+                "blockpack runs cover {blocks} blocks, {} values need {nblocks}",
                 node.len
             )));
         }
-        words += count * width as usize * words_per_bit;
+        let packed = node.buffer(1, "packed")?.len();
+        if packed != words * (bits as usize / 8) {
+            return Err(Error::corrupt(format!(
+                "blockpack packed buffer has {packed} bytes, the widths need {words} words of {bits} bits"
+            )));
+        }
+        Ok(View { runs })
     }
-    if blocks != nblocks {
-        return Err(Error::corrupt(format!(
-            "blockpack runs cover {blocks} blocks, {} values need {nblocks}",
-            node.len
-        )));
-    }
-    let packed = node.buffer(1, "packed")?.len();
-    if packed != words * (bits as usize / 8) {
-        return Err(Error::corrupt(format!(
-            "blockpack packed buffer has {packed} bytes, the widths need {words} words of {bits} bits"
-        )));
-    }
-    Ok(runs)
 }
 
-/// Unpacks every block of a checked node (its `runs`, see [`check`]) with its reference added.
+/// Unpacks every block of a checked node (its `runs`, see [`View::parse`]) with its reference added.
 fn decode_blocks<T: Int>(
     node: &NodeView<'_>,
     runs: &[u32],

@@ -120,7 +120,11 @@ impl Encoding for Fsst {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        let (table, log2_piece, ends) = check(node)?;
+        let View {
+            table,
+            log2_piece,
+            ends,
+        } = View::parse(node)?;
         let mut copy = Vec::new();
         let ends = cast_or_copy::<u32>(ends, &mut copy, "fsst")?;
         let Values::Int(IntVec::U8(out)) = out else {
@@ -138,23 +142,39 @@ impl Encoding for Fsst {
     }
 }
 
-/// Checks an `fsst` node's shape, table, piece ends (as many as its pieces) and codes child;
-/// returns the table, the pieces' log2 size and the ends' bytes.
-pub fn check<'a>(node: &NodeView<'a>) -> Result<(SymbolTable, u8, &'a [u8])> {
-    node.expect_shape("fsst", 2, 1)?;
-    let (table, log2_piece) = read_table(node)?;
-    let npieces = node.len.div_ceil(1 << log2_piece);
-    let ends = node.buffer(1, "piece ends")?;
-    if ends.len() != 4 * npieces {
-        return Err(Error::corrupt(format!(
-            "fsst has {} bytes of piece ends, {} bytes in pieces of 2^{log2_piece} need \
-             {npieces} ends",
-            ends.len(),
-            node.len
-        )));
+/// A checked `fsst` node: its shape, table, piece ends (as many as its pieces) and codes
+/// child.
+pub struct View<'a> {
+    /// The symbol table.
+    pub table: SymbolTable,
+    /// The log2 of the pieces' size in bytes.
+    pub log2_piece: u8,
+    /// The pieces' ends, `u32` each, as stored.
+    pub ends: &'a [u8],
+}
+
+impl<'a> View<'a> {
+    /// Checks an `fsst` node.
+    pub fn parse(node: &NodeView<'a>) -> Result<View<'a>> {
+        node.expect_shape("fsst", 2, 1)?;
+        let (table, log2_piece) = read_table(node)?;
+        let npieces = node.len.div_ceil(1 << log2_piece);
+        let ends = node.buffer(1, "piece ends")?;
+        if ends.len() != 4 * npieces {
+            return Err(Error::corrupt(format!(
+                "fsst has {} bytes of piece ends, {} bytes in pieces of 2^{log2_piece} need \
+                 {npieces} ends",
+                ends.len(),
+                node.len
+            )));
+        }
+        expect_child(node, 0, "codes", PType::U8, None)?;
+        Ok(View {
+            table,
+            log2_piece,
+            ends,
+        })
     }
-    expect_child(node, 0, "codes", PType::U8, None)?;
-    Ok((table, log2_piece, ends))
 }
 
 /// Reads and checks the symbol table and piece size of an `fsst` node.

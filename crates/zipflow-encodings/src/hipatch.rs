@@ -159,7 +159,7 @@ impl Encoding for HiPatch {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        check(node)?;
+        View::parse(node)?;
         crate::decode(&node.children[0], out, scratch)?;
         let e = exceptions(node, scratch)?;
         match out {
@@ -176,23 +176,32 @@ impl Encoding for HiPatch {
     }
 }
 
-/// Checks a `hipatch` node's metadata and children's types and lengths; returns its width.
-pub fn check(node: &NodeView<'_>) -> Result<u32> {
-    node.expect_shape("hipatch", 0, 4)?;
-    let (width, count) = read_meta(node, "hipatch", "bit width")?;
-    let width = u32::from(width);
-    let bits = node.ptype.byte_width() as u32 * 8;
-    if width > bits || (width == bits && count > 0) {
-        return Err(Error::corrupt(format!(
-            "hipatch width {width} leaves no high bits in the {bits}-bit value type"
-        )));
+/// A checked `hipatch` node: its metadata and children's types and lengths.
+#[derive(Debug, Clone, Copy)]
+pub struct View {
+    /// The low bits' width; the high bits lie above it.
+    pub width: u32,
+}
+
+impl View {
+    /// Checks a `hipatch` node's metadata and children's types and lengths.
+    pub fn parse(node: &NodeView<'_>) -> Result<View> {
+        node.expect_shape("hipatch", 0, 4)?;
+        let (width, count) = read_meta(node, "hipatch", "bit width")?;
+        let width = u32::from(width);
+        let bits = node.ptype.byte_width() as u32 * 8;
+        if width > bits || (width == bits && count > 0) {
+            return Err(Error::corrupt(format!(
+                "hipatch width {width} leaves no high bits in the {bits}-bit value type"
+            )));
+        }
+        expect_child(node, 0, "low bits", node.ptype, Some(node.len))?;
+        let vectors = node.len.div_ceil(VECTOR_LEN);
+        expect_child(node, 1, "exception counts", PType::U16, Some(vectors))?;
+        expect_child(node, 2, "exception offsets", PType::U16, Some(count))?;
+        expect_child(node, 3, "exception high bits", node.ptype, Some(count))?;
+        Ok(View { width })
     }
-    expect_child(node, 0, "low bits", node.ptype, Some(node.len))?;
-    let vectors = node.len.div_ceil(VECTOR_LEN);
-    expect_child(node, 1, "exception counts", PType::U16, Some(vectors))?;
-    expect_child(node, 2, "exception offsets", PType::U16, Some(count))?;
-    expect_child(node, 3, "exception high bits", node.ptype, Some(count))?;
-    Ok(width)
 }
 
 /// Decodes a checked node's counts, offsets and high bits into pooled streams.
@@ -226,7 +235,7 @@ pub struct Exceptions {
 /// The exceptions of `node` (a `hipatch` node), checked: every one inside its vector, after
 /// the one before it and before the stream's end, the counts adding up.
 pub fn exceptions(node: &NodeView<'_>, scratch: &mut Scratch) -> Result<Exceptions> {
-    let width = check(node)?;
+    let width = View::parse(node)?.width;
     let sides = decode_sides(node, scratch)?;
     let result = (|| {
         let [
@@ -293,7 +302,7 @@ pub(crate) fn decode_under_reference<U: IntVecOf>(
     scratch: &mut Scratch,
     low: impl FnOnce(&NodeView<'_>, &mut Vec<U>, &mut Scratch) -> Result<()>,
 ) -> Result<()> {
-    check(node)?;
+    View::parse(node)?;
     low(&node.children[0], out, scratch)?;
     apply(&exceptions(node, scratch)?, reference, out)
 }

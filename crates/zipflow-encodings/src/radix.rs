@@ -137,8 +137,8 @@ fn resolve_base<T: Int>(plan: &Plan, values: &[T]) -> Result<u32> {
     Ok(base as u32)
 }
 
-/// A checked `radix` node's layout.
-pub struct Layout<'a> {
+/// A checked `radix` node: its layout, one zipflow writes, and its groups.
+pub struct View<'a> {
     /// The base `B`.
     pub base: u32,
     /// Digits per group.
@@ -150,35 +150,37 @@ pub struct Layout<'a> {
 }
 
 /// The base `node`'s metadata declares, not checked (for choosing a kernel compiled for it;
-/// [`check`] checks it).
+/// [`View::parse`] checks it).
 pub fn declared_base(node: &NodeView<'_>) -> Option<u32> {
     node.meta.first().map(|&b| u32::from(b))
 }
 
-/// Checks a `radix` node: its meta is a layout zipflow writes and its buffer holds exactly
-/// the groups its values need.
-pub fn check<'a>(node: &NodeView<'a>) -> Result<Layout<'a>> {
-    node.expect_shape("radix", 1, 0)?;
-    let mut meta = node.meta_reader();
-    let base = u32::from(meta.u8("base")?);
-    let m = u32::from(meta.u8("digits per group")?);
-    let k = u32::from(meta.u8("bits per group")?);
-    meta.finish("radix")?;
-    if base < 2 || (m, k) != layout(base) {
-        return Err(Error::corrupt(format!(
-            "radix base {base} with {m} digits in {k} bits is not a layout zipflow writes"
-        )));
+impl<'a> View<'a> {
+    /// Checks a `radix` node: its meta is a layout zipflow writes and its buffer holds exactly
+    /// the groups its values need.
+    pub fn parse(node: &NodeView<'a>) -> Result<View<'a>> {
+        node.expect_shape("radix", 1, 0)?;
+        let mut meta = node.meta_reader();
+        let base = u32::from(meta.u8("base")?);
+        let m = u32::from(meta.u8("digits per group")?);
+        let k = u32::from(meta.u8("bits per group")?);
+        meta.finish("radix")?;
+        if base < 2 || (m, k) != layout(base) {
+            return Err(Error::corrupt(format!(
+                "radix base {base} with {m} digits in {k} bits is not a layout zipflow writes"
+            )));
+        }
+        let groups = node.buffer(0, "radix groups")?;
+        let need = (node.len.div_ceil(m as usize) * k as usize).div_ceil(8);
+        if groups.len() != need {
+            return Err(Error::corrupt(format!(
+                "radix groups take {} bytes, {} values need {need}",
+                groups.len(),
+                node.len
+            )));
+        }
+        Ok(View { base, m, k, groups })
     }
-    let groups = node.buffer(0, "radix groups")?;
-    let need = (node.len.div_ceil(m as usize) * k as usize).div_ceil(8);
-    if groups.len() != need {
-        return Err(Error::corrupt(format!(
-            "radix groups take {} bytes, {} values need {need}",
-            groups.len(),
-            node.len
-        )));
-    }
-    Ok(Layout { base, m, k, groups })
 }
 
 impl Encoding for Radix {
@@ -215,7 +217,7 @@ impl Encoding for Radix {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, _scratch: &mut Scratch) -> Result<()> {
-        let Layout { base, m, k, groups } = check(node)?;
+        let View { base, m, k, groups } = View::parse(node)?;
         let Values::Int(o) = out else {
             return Err(Error::corrupt("radix node for non-integer values"));
         };

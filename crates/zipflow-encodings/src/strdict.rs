@@ -116,7 +116,7 @@ impl Encoding for StrDict {
     }
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
-        let index = check(node)?;
+        let index = View::parse(node)?.index;
         let Values::Bytes(out) = out else {
             return Err(Error::corrupt("strdict decodes byte strings only"));
         };
@@ -142,13 +142,23 @@ impl Encoding for StrDict {
     }
 }
 
-/// Checks a `strdict` node's shape, metadata and children; returns its row index, if any.
-pub fn check<'a>(node: &NodeView<'a>) -> Result<Option<RowIndex<'a>>> {
-    node.expect_shape("strdict", node.buffers.len().min(1), 2)?;
-    node.meta_reader().finish("strdict")?;
-    expect_child(node, 0, "codes", PType::U32, Some(node.len))?;
-    expect_child(node, 1, "dict", PType::Bytes, None)?;
-    RowIndex::of(node, "strdict", false)
+/// A checked `strdict` node: its shape, metadata and children.
+pub struct View<'a> {
+    /// The node's row index, if it has one.
+    pub index: Option<RowIndex<'a>>,
+}
+
+impl<'a> View<'a> {
+    /// Checks a `strdict` node and reads its row index.
+    pub fn parse(node: &NodeView<'a>) -> Result<View<'a>> {
+        node.expect_shape("strdict", node.buffers.len().min(1), 2)?;
+        node.meta_reader().finish("strdict")?;
+        expect_child(node, 0, "codes", PType::U32, Some(node.len))?;
+        expect_child(node, 1, "dict", PType::Bytes, None)?;
+        Ok(View {
+            index: RowIndex::of(node, "strdict", false)?,
+        })
+    }
 }
 
 /// `out[i] = dict[codes[i]]`, every code checked.

@@ -413,7 +413,7 @@ impl Encoding for Words {
 
     fn decode(&self, node: &NodeView<'_>, out: &mut Values, scratch: &mut Scratch) -> Result<()> {
         let strings = node.ptype == PType::Bytes;
-        let total = usize::try_from(check(node)?)
+        let total = usize::try_from(View::parse(node)?.total)
             .map_err(|_| Error::corrupt("words total bytes out of range"))?;
         let dict = scratch.decode(&node.children[1])?;
         let Values::Bytes(d) = &dict else {
@@ -440,32 +440,41 @@ impl Encoding for Words {
     }
 }
 
-/// Checks a `words` node's shape, metadata and children; returns the bytes it decodes to.
-pub fn check(node: &NodeView<'_>) -> Result<u64> {
-    let strings = node.ptype == PType::Bytes;
-    // Strings may carry a row index (checked by `RowIndex::of`).
-    let nbuf = if strings {
-        node.buffers.len().min(1)
-    } else {
-        0
-    };
-    node.expect_shape("words", nbuf, if strings { 3 } else { 2 })?;
-    let mut meta = node.meta_reader();
-    let total = if strings {
-        meta.u64("words total bytes")?
-    } else {
-        node.len as u64
-    };
-    meta.finish("words")?;
-    if strings {
-        crate::rowindex::RowIndex::of(node, "words", true)?;
+/// A checked `words` node: its shape, metadata and children.
+#[derive(Debug, Clone, Copy)]
+pub struct View {
+    /// The bytes the node decodes to.
+    pub total: u64,
+}
+
+impl View {
+    /// Checks a `words` node.
+    pub fn parse(node: &NodeView<'_>) -> Result<View> {
+        let strings = node.ptype == PType::Bytes;
+        // Strings may carry a row index (checked by `RowIndex::of`).
+        let nbuf = if strings {
+            node.buffers.len().min(1)
+        } else {
+            0
+        };
+        node.expect_shape("words", nbuf, if strings { 3 } else { 2 })?;
+        let mut meta = node.meta_reader();
+        let total = if strings {
+            meta.u64("words total bytes")?
+        } else {
+            node.len as u64
+        };
+        meta.finish("words")?;
+        if strings {
+            crate::rowindex::RowIndex::of(node, "words", true)?;
+        }
+        expect_child(node, 0, "codes", PType::U32, None)?;
+        expect_child(node, 1, "dict", PType::Bytes, None)?;
+        if strings {
+            expect_child(node, 2, "counts", PType::U32, Some(node.len))?;
+        }
+        Ok(View { total })
     }
-    expect_child(node, 0, "codes", PType::U32, None)?;
-    expect_child(node, 1, "dict", PType::Bytes, None)?;
-    if strings {
-        expect_child(node, 2, "counts", PType::U32, Some(node.len))?;
-    }
-    Ok(total)
 }
 
 /// Places every string that ends within tokens `before..after`, whose ends are `ends`: the
@@ -602,7 +611,7 @@ pub fn decode_views(
             "string views asked of a node that is not words over strings",
         ));
     }
-    let total = check(node)?;
+    let total = View::parse(node)?.total;
     if u32::try_from(total).is_err() {
         return Err(Error::unsupported(format!(
             "{total} bytes of strings in one chunk: views address 4 GiB"

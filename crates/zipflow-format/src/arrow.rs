@@ -490,7 +490,7 @@ fn string_array_pooled<O: OffsetSizeTrait>(
 }
 
 /// A string or binary view array straight from a `strdict` node (checked by
-/// `zipflow_encodings::strdict::check`, which gives its row `index`) and its decoded
+/// `zipflow_encodings::strdict::View::parse`, which gives its row `index`) and its decoded
 /// dictionary: one view per dictionary entry, then one 16-byte view per row gathered by code
 /// as the codes stream, with the dictionary's bytes as the only data buffer. No row's bytes
 /// are copied, and the codes are never written out whole. The row index, if any, is checked

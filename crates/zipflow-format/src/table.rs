@@ -626,7 +626,7 @@ fn dict_views(
     scratch: &mut Scratch,
 ) -> Result<ArrayRef> {
     let wrong = || Error::corrupt("strdict children have the wrong types");
-    let index = zipflow_encodings::strdict::check(node)?;
+    let index = zipflow_encodings::strdict::View::parse(node)?.index;
     let dict = match scratch.decode(&node.children[1])? {
         Values::Bytes(d) => d,
         other => {

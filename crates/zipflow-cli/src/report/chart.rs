@@ -198,6 +198,26 @@ fn drawing<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> anyhow::Error + '_
     move |e| anyhow!("drawing the chart `{what}`: {e}")
 }
 
+/// The legend of a chart's series, at its upper right over a light background; `err` names
+/// the chart in an error.
+fn draw_legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    err: &impl Fn(DrawingAreaErrorKind<DB::ErrorType>) -> anyhow::Error,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .draw()
+        .map_err(err)
+}
+
 /// Round values for the ticks of a logarithmic axis over `range`: 1, 2 and 5 times the powers
 /// of ten, with 3 and 7 too where that gives fewer than four.
 fn log_ticks(range: &std::ops::Range<f64>) -> Vec<f64> {
@@ -402,14 +422,7 @@ impl Scatter {
                     }))
                     .map_err(&err)?;
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .label_font((FONT, 14))
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK.mix(0.4))
-                .draw()
-                .map_err(&err)?;
+            draw_legend(&mut chart, &err)?;
             root.present().map_err(&err)?;
         }
         Ok(svg)
@@ -566,14 +579,7 @@ impl Bars {
                     }))
                     .map_err(&err)?;
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .label_font((FONT, 14))
-                .background_style(WHITE.mix(0.9))
-                .border_style(BLACK.mix(0.4))
-                .draw()
-                .map_err(&err)?;
+            draw_legend(&mut chart, &err)?;
             root.present().map_err(&err)?;
         }
         Ok(svg)

@@ -158,7 +158,7 @@ impl<'a> ChunkColumn<'a> {
             && node.children[1].ptype == PType::Bytes
         {
             // The codes are read, not the strings' places: the row index is not needed.
-            strdict::check(node)?;
+            strdict::View::parse(node)?;
             let codes = scratch.decode(&node.children[0])?;
             let dict = scratch.decode(&node.children[1])?;
             let s = match (&codes, dict) {

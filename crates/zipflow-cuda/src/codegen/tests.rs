@@ -130,7 +130,7 @@ fn other_tile_shapes_use_the_unrolled_generic_body() {
     assert!(k.source.contains("o[p] = zf_n0(e, p)"));
     assert!(
         k.source
-            .contains("#pragma unroll\n    for (u32 i = 0u; i < 1024u / ZF_THREADS")
+            .contains("#pragma unroll\n      for (u32 i = 0u; i < 1024u / ZF_THREADS")
     );
     // Dictionary codes of every width go lane by lane.
     let k = generate(&shape_of(

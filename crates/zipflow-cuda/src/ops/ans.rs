@@ -5,7 +5,7 @@
 //! host staged after the tree.
 
 use super::Filler;
-use crate::codegen::Gen;
+use crate::codegen::{Gen, Writer};
 use zipflow_core::{PType, Result};
 use zipflow_encodings::{NodeView, ans};
 
@@ -16,7 +16,10 @@ pub(crate) const SLOTS: usize = 7;
 
 /// Checks an `ans` node, writes its slots and stages its cumulative frequencies.
 pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<()> {
-    let (log2, freqs) = ans::header(node)?;
+    let ans::View {
+        log2_block: log2,
+        freqs,
+    } = ans::View::parse(node)?;
     let states = node.buffer(0, "states")?;
     let starts = node.buffer(1, "starts")?;
     let words = node.buffer(2, "words")?;
@@ -85,9 +88,13 @@ impl Gen<'_> {
         let b = n.base;
         if !self.ans_table {
             self.ans_table = true;
-            self.src.push_str(&format!(
-                "\n#define ZF_ANS_WIN {ANS_WINDOW}u\n__shared__ u32 zf_atab[4096];\n__shared__ u16 zf_awin[ZF_THREADS / 32u][ZF_ANS_WIN];\n"
-            ));
+            let decl = Writer::at(0)
+                .blank()
+                .directive(format!("#define ZF_ANS_WIN {ANS_WINDOW}u"))
+                .line("__shared__ u32 zf_atab[4096];")
+                .line("__shared__ u16 zf_awin[ZF_THREADS / 32u][ZF_ANS_WIN];")
+                .finish();
+            self.src.push_str(&decl);
             self.src.push_str(ANS_RENORM);
         }
         let nphases = match n.ptype {
@@ -95,93 +102,102 @@ impl Gen<'_> {
             PType::U16 => 2,
             _ => 3,
         };
+        let out = self.buf(k, "first + j0 + lane")?;
+        let mut w = Writer::at(1);
+        w.scope(format!(
+            "node {k}: ans: each warp decodes whole blocks, one state per lane"
+        ))
+        .line(format!("const u32 n = (u32)e.prm[{b}];"))
+        .line(format!("const u32 nsym = (u32)e.prm[{}];", b + 7))
+        .line(format!(
+            "const u32* cum = (const u32*)(e.in + e.prm[{}]);",
+            b + 6
+        ))
+        .line("// The table may still be read by an earlier ans stage.")
+        .line("__syncthreads();")
+        .open("if (n != 0u)")
+        .open("for (u32 slot = threadIdx.x; slot < 4096u; slot += ZF_THREADS)")
+        .line("u32 lo = 0u, hi = nsym;  // the last symbol whose cumulative frequency is <= slot")
+        .open("while (hi - lo > 1u)")
+        .line("const u32 mid = (lo + hi) >> 1;")
+        .line("if (__ldg(cum + mid) <= slot) lo = mid; else hi = mid;")
+        .close()
+        .line("const u32 c = __ldg(cum + lo), f = __ldg(cum + lo + 1u) - c;")
+        .line("zf_atab[slot] = f << 20 | (slot - c) << 8 | lo;")
+        .close()
+        .close()
+        .line("__syncthreads();")
+        .line(format!(
+            "const u32 lb = (u32)e.prm[{}], B = 1u << lb, nblocks = (n + B - 1u) >> lb;",
+            b + 5
+        ))
+        .line(format!(
+            "const u32* states = (const u32*)(e.in + e.prm[{}]);",
+            b + 1
+        ))
+        .line(format!(
+            "const u32* starts = (const u32*)(e.in + e.prm[{}]);",
+            b + 2
+        ))
+        .line(format!(
+            "const u16* words = (const u16*)(e.in + e.prm[{}]);",
+            b + 3
+        ))
+        .line(format!("const u32 nwords = (u32)e.prm[{}];", b + 4))
+        .line("const u32 lane = threadIdx.x & 31u;")
+        .open("for (u32 blk = threadIdx.x >> 5; blk < nblocks; blk += ZF_THREADS / 32u)")
+        .line("const u32 first = blk * B, cnt = min(B, n - first);")
+        .line("u32 x = __ldg(states + blk * 32u + lane);")
+        .line("u32 pos = __ldg(starts + blk);")
+        .line("const u32 end = blk + 1u < nblocks ? __ldg(starts + blk + 1u) : nwords;")
+        .line("bool bad = false;")
+        .line("ZfWin win = {zf_awin[threadIdx.x >> 5], 0u, 0u};")
+        .line("zf_ans_fill(win, words, pos, end);")
+        .open("for (u32 j0 = 0u; j0 < cnt; j0 += 32u)")
+        .line("// A step reads at most 32 words per phase.")
+        .line(format!(
+            "if (pos + {nphases}u * 32u > win.end && win.end < end) zf_ans_fill(win, words, pos, end);"
+        ))
+        .line("const bool act = j0 + lane < cnt;")
+        .line("u32 v = 0u;")
+        .open("if (act)")
+        .line("const u32 s = zf_atab[x & 4095u];")
+        .line("v = s & 0xffu;")
+        .line("x = (s >> 20) * (x >> 12) + ((s >> 8) & 4095u);")
+        .close()
+        .line("zf_ans_renorm(x, act, pos, win, bad);");
         // u16 and u32 symbols read bypass bits after the first step (only when some lane's
         // bucket has them, else no state changes); u32 symbols may need a second refill.
-        const BYPASS: &str = r#"
-        // Bypass bits only when some lane's bucket has them (else no state changes).
-        u32 nb = 0u;
-        if (__any_sync(0xffffffffu, act && v >= 16u)) {
-        if (act && v >= 16u) {
-          nb = (v >> 2) - 2u;
-          const u32 k1 = min(nb, 16u);
-          const u32 bits = x & ((1u << k1) - 1u);
-          x >>= k1;
-          v = ((4u + (v & 3u)) << nb) | bits;
+        if nphases > 1 {
+            w.line("// Bypass bits only when some lane's bucket has them (else no state changes).")
+                .line("u32 nb = 0u;")
+                .open("if (__any_sync(0xffffffffu, act && v >= 16u))")
+                .open("if (act && v >= 16u)")
+                .line("nb = (v >> 2) - 2u;")
+                .line("const u32 k1 = min(nb, 16u);")
+                .line("const u32 bits = x & ((1u << k1) - 1u);")
+                .line("x >>= k1;")
+                .line("v = ((4u + (v & 3u)) << nb) | bits;")
+                .close()
+                .line("zf_ans_renorm(x, act, pos, win, bad);");
+            if nphases > 2 {
+                w.open("if (__any_sync(0xffffffffu, nb > 16u))")
+                    .open("if (act && nb > 16u)")
+                    .line("const u32 k2 = nb - 16u;")
+                    .line("v |= (x & ((1u << k2) - 1u)) << 16;")
+                    .line("x >>= k2;")
+                    .close()
+                    .line("zf_ans_renorm(x, act, pos, win, bad);")
+                    .close();
+            }
+            w.close();
         }
-        zf_ans_renorm(x, act, pos, win, bad);"#;
-        const HIGH: &str = r#"
-        if (__any_sync(0xffffffffu, nb > 16u)) {
-        if (act && nb > 16u) {
-          const u32 k2 = nb - 16u;
-          v |= (x & ((1u << k2) - 1u)) << 16;
-          x >>= k2;
-        }
-        zf_ans_renorm(x, act, pos, win, bad);
-        }"#;
-        let phases = match n.ptype {
-            PType::U8 => String::new(),
-            PType::U16 => format!("{BYPASS}\n        }}"),
-            _ => format!("{BYPASS}{HIGH}\n        }}"),
-        };
-        let out = self.buf(k, "first + j0 + lane")?;
-        Ok(format!(
-            r#"  {{ // node {k}: ans: each warp decodes whole blocks, one state per lane
-    const u32 n = (u32)e.prm[{b}];
-    const u32 nsym = (u32)e.prm[{nsym}];
-    const u32* cum = (const u32*)(e.in + e.prm[{cum}]);
-    // The table may still be read by an earlier ans stage.
-    __syncthreads();
-    if (n != 0u) {{
-      for (u32 slot = threadIdx.x; slot < 4096u; slot += ZF_THREADS) {{
-        u32 lo = 0u, hi = nsym;  // the last symbol whose cumulative frequency is <= slot
-        while (hi - lo > 1u) {{
-          const u32 mid = (lo + hi) >> 1;
-          if (__ldg(cum + mid) <= slot) lo = mid; else hi = mid;
-        }}
-        const u32 c = __ldg(cum + lo), f = __ldg(cum + lo + 1u) - c;
-        zf_atab[slot] = f << 20 | (slot - c) << 8 | lo;
-      }}
-    }}
-    __syncthreads();
-    const u32 lb = (u32)e.prm[{log2}], B = 1u << lb, nblocks = (n + B - 1u) >> lb;
-    const u32* states = (const u32*)(e.in + e.prm[{states}]);
-    const u32* starts = (const u32*)(e.in + e.prm[{starts}]);
-    const u16* words = (const u16*)(e.in + e.prm[{words}]);
-    const u32 nwords = (u32)e.prm[{nwords}];
-    const u32 lane = threadIdx.x & 31u;
-    for (u32 blk = threadIdx.x >> 5; blk < nblocks; blk += ZF_THREADS / 32u) {{
-      const u32 first = blk * B, cnt = min(B, n - first);
-      u32 x = __ldg(states + blk * 32u + lane);
-      u32 pos = __ldg(starts + blk);
-      const u32 end = blk + 1u < nblocks ? __ldg(starts + blk + 1u) : nwords;
-      bool bad = false;
-      ZfWin win = {{zf_awin[threadIdx.x >> 5], 0u, 0u}};
-      zf_ans_fill(win, words, pos, end);
-      for (u32 j0 = 0u; j0 < cnt; j0 += 32u) {{
-        // A step reads at most 32 words per phase.
-        if (pos + {nphases}u * 32u > win.end && win.end < end) zf_ans_fill(win, words, pos, end);
-        const bool act = j0 + lane < cnt;
-        u32 v = 0u;
-        if (act) {{
-          const u32 s = zf_atab[x & 4095u];
-          v = s & 0xffu;
-          x = (s >> 20) * (x >> 12) + ((s >> 8) & 4095u);
-        }}
-        zf_ans_renorm(x, act, pos, win, bad);{phases}
-        if (act) {out} = ({t})v;
-      }}
-      if (bad || pos != end || x != 65536u) atomicOr(e.err, ZF_ERR_ANS);
-    }}
-    __syncthreads();
-  }}
-"#,
-            states = b + 1,
-            starts = b + 2,
-            words = b + 3,
-            nwords = b + 4,
-            log2 = b + 5,
-            cum = b + 6,
-            nsym = b + 7,
-        ))
+        w.line(format!("if (act) {out} = ({t})v;"))
+            .close()
+            .line("if (bad || pos != end || x != 65536u) atomicOr(e.err, ZF_ERR_ANS);")
+            .close()
+            .line("__syncthreads();")
+            .close();
+        Ok(w.finish())
     }
 }

@@ -13,7 +13,7 @@ pub(crate) const SLOTS: usize = 2;
 /// Checks a `blockpack` node, writes its words' offset and stages its vector table.
 pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<()> {
     let width = node.ptype.byte_width();
-    let runs = blockpack::check(node)?;
+    let runs = blockpack::View::parse(node)?.runs;
     f.prm[b + 1] = f.offset(node.buffer(1, "packed")?, width)?;
     // Per vector: where its words start (in words) and its width.
     f.prm[b + 2] = f.extra_aligned(8);

@@ -2,7 +2,7 @@
 //! blocks that decode on their own; `chartable` picks one of up to 16 tables per block.
 
 use super::{Filler, Op};
-use crate::codegen::{Gen, NodeSlots};
+use crate::codegen::{Gen, NodeSlots, Writer};
 use zipflow_core::{Error, Result};
 use zipflow_encodings::{NodeView, chardict, chartable};
 
@@ -50,41 +50,47 @@ pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, slots: &NodeSlots) -
 impl Gen<'_> {
     /// The stage of a `chardict` or `chartable` node `k`.
     pub(crate) fn char_stage(&mut self, k: usize) -> Result<String> {
-        let n = self.nodes[k].clone();
-        let b = self.nodes[k].base;
-        Ok(format!(
-            r#"  {{ // node {k}: {name}: each thread decodes whole 1024-byte blocks, a code at a time
-    // from a table of every 10-bit window's first code
-    const u32 n = (u32)e.prm[{b}], nbytes = (u32)e.prm[{nbytes}];
-    const u8* pay = e.in + e.prm[{pay}];
-    const uint4* blk = (const uint4*)(e.in + e.prm[{blocks}]);
-    const u16* tabs = (const u16*)(e.in + e.prm[{tables}]);
-    for (u32 i = threadIdx.x; i < (n + 1023u) / 1024u; i += ZF_THREADS) {{
-      const uint4 r = __ldg(blk + i);  // first code bit, end bit, table
-      const u16* t = tabs + (u64)r.z * 1024u;
-      const u32 p0 = i * 1024u, cnt = min(1024u, n - p0);
-      u64 pos = r.x;
-      for (u32 j = 0u; j < cnt; ++j) {{
-        // 10 bits from `pos`, most significant first; bytes past the stream read as zeros.
-        const u32 at = (u32)min(pos >> 3, (u64)nbytes);
-        u32 w = 0u;
-#pragma unroll
-        for (u32 x = 0u; x < 3u; ++x) w = (w << 8) | (at + x < nbytes ? (u32)__ldg(pay + at + x) : 0u);
-        const u32 c = __ldg(t + ((w >> (14u - (u32)(pos & 7u))) & 1023u));
-        {put} = (u8)c;
-        pos += c >> 8;
-      }}
-      if (pos != (u64)r.y) atomicOr(e.err, ZF_ERR_CHAR);
-    }}
-    __syncthreads();
-  }}
-"#,
-            name = n.op.name(),
-            pay = b + 1,
-            blocks = b + 2,
-            tables = b + 3,
-            nbytes = b + 4,
-            put = self.buf(k, "p0 + j")?,
+        let n = &self.nodes[k];
+        let b = n.base;
+        let put = self.buf(k, "p0 + j")?;
+        let mut w = Writer::at(1);
+        w.scope(format!(
+            "node {k}: {}: each thread decodes whole 1024-byte blocks, a code at a time",
+            n.op.name()
         ))
+        .line("// from a table of every 10-bit window's first code")
+        .line(format!(
+            "const u32 n = (u32)e.prm[{b}], nbytes = (u32)e.prm[{}];",
+            b + 4
+        ))
+        .line(format!("const u8* pay = e.in + e.prm[{}];", b + 1))
+        .line(format!(
+            "const uint4* blk = (const uint4*)(e.in + e.prm[{}]);",
+            b + 2
+        ))
+        .line(format!(
+            "const u16* tabs = (const u16*)(e.in + e.prm[{}]);",
+            b + 3
+        ))
+        .open("for (u32 i = threadIdx.x; i < (n + 1023u) / 1024u; i += ZF_THREADS)")
+        .line("const uint4 r = __ldg(blk + i);  // first code bit, end bit, table")
+        .line("const u16* t = tabs + (u64)r.z * 1024u;")
+        .line("const u32 p0 = i * 1024u, cnt = min(1024u, n - p0);")
+        .line("u64 pos = r.x;")
+        .open("for (u32 j = 0u; j < cnt; ++j)")
+        .line("// 10 bits from `pos`, most significant first; bytes past the stream read as zeros.")
+        .line("const u32 at = (u32)min(pos >> 3, (u64)nbytes);")
+        .line("u32 w = 0u;")
+        .directive("#pragma unroll")
+        .line("for (u32 x = 0u; x < 3u; ++x) w = (w << 8) | (at + x < nbytes ? (u32)__ldg(pay + at + x) : 0u);")
+        .line("const u32 c = __ldg(t + ((w >> (14u - (u32)(pos & 7u))) & 1023u));")
+        .line(format!("{put} = (u8)c;"))
+        .line("pos += c >> 8;")
+        .close()
+        .line("if (pos != (u64)r.y) atomicOr(e.err, ZF_ERR_CHAR);")
+        .close()
+        .line("__syncthreads();")
+        .close();
+        Ok(w.finish())
     }
 }

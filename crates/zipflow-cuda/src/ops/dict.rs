@@ -165,8 +165,7 @@ pub(crate) fn lane_body(
         r#"  (void)vec;
 {first}{late}  const u32 P0 = vec * 1024u, s0 = p0 - P0;
   if (P0 >= len) return;
-  {stage}
-  const u32 n = (u32)e.prm[{vlen}];
+{stage}  const u32 n = (u32)e.prm[{vlen}];
   if (p0 + 1024u <= len && {w} != 0u) {{
     const {word}* __restrict__ vw = (const {word}*)(e.in + e.prm[{off}]) + (u64)(p0 >> 10) * ({lanes}u * {w}) + lane;
 {call}
@@ -177,8 +176,16 @@ pub(crate) fn lane_body(
   }}
 {store}"#,
         off = cn.base + 1,
-        stage = stage_decl(t),
-        store = stage_store("zf_lst"),
+        stage = {
+            let mut w = Writer::at(1);
+            stage_decl(&mut w, t);
+            w.finish()
+        },
+        store = {
+            let mut w = Writer::at(1);
+            stage_store(&mut w, "zf_lst");
+            w.finish()
+        },
     );
     Ok(Some((rows, body)))
 }

@@ -20,7 +20,7 @@ pub(crate) fn compiled_width(node: &NodeView<'_>) -> Option<u32> {
 /// Checks a `radix` node against the base its kernel is compiled for and writes its groups'
 /// offset.
 pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, slots: &NodeSlots) -> Result<()> {
-    let layout = radix::check(node)?;
+    let layout = radix::View::parse(node)?;
     if slots.width != Some(layout.base) {
         return Err(Error::corrupt(format!(
             "radix base {} in a kernel compiled for base {:?}",

@@ -1,7 +1,7 @@
 //! `rle`: values and run lengths.
 
-use crate::codegen::runs::rle_tiles;
-use crate::codegen::{Gen, ctype};
+use crate::codegen::runs::RunTiles;
+use crate::codegen::{Gen, Writer, ctype};
 use zipflow_core::Result;
 use zipflow_encodings::NodeView;
 use zipflow_encodings::rle::View;
@@ -21,31 +21,40 @@ impl Gen<'_> {
         let b = self.nodes[k].base;
         let children = self.nodes[k].children.clone();
         let ch = |i: usize| children.get(i).copied().unwrap_or(0);
-        Ok({
-            let (values, runs) = (ch(0), ch(1));
-            let loads = self.rle_loads(t, values, runs)?;
-            let ahead = self.runs_prefetch(values, runs);
-            let (load, place) = rle_tiles(t, loads, ahead, self.nodes[values].base, None);
-            format!(
-                r#"  {{ // node {k}: rle: run tiles of ZF_RLE_ITEMS runs per thread; an exclusive sum of
-    // their lengths places them, then each warp walks its share of the tile's output
-    // positions 32 at a time (coalesced), finding their runs from the tile's run starts
-    __shared__ u32 zf_rs{k}[ZF_RLE_PADDED + 1u];
-    __shared__ {t} zf_rv{k}[ZF_RLE_PADDED];
-    u32* const rs = zf_rs{k};
-    {t}* const rv = zf_rv{k};
-    const u32 n = (u32)e.prm[{b}];
-{load}    for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE) {{
-{place}      zf_rle_walk(rs, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)], [&](u32 q, u32 j) {{ {bq} = rv[zf_rle_slot(j)]; }});
-      carry += tot;
-      __syncthreads();
-    }}
-    if (threadIdx.x == 0u && carry != n) atomicOr(e.err, ZF_ERR_RLE_SUM);
-    __syncthreads();
-  }}
-"#,
-                bq = self.buf(k, "q")?,
-            )
-        })
+        let (values, runs) = (ch(0), ch(1));
+        let tiles = RunTiles {
+            t,
+            loads: self.rle_loads(t, values, runs)?,
+            prefetch: self.runs_prefetch(values, runs),
+            vlen: self.nodes[values].base,
+            delta: None,
+        };
+        let bq = self.buf(k, "q")?;
+        let mut w = Writer::at(1);
+        w.scope(format!(
+            "node {k}: rle: run tiles of ZF_RLE_ITEMS runs per thread; an exclusive sum of"
+        ))
+        .line("// their lengths places them, then each warp walks its share of the tile's output")
+        .line(
+            "// positions 32 at a time (coalesced), finding their runs from the tile's run starts",
+        )
+        .line(format!("__shared__ u32 zf_rs{k}[ZF_RLE_PADDED + 1u];"))
+        .line(format!("__shared__ {t} zf_rv{k}[ZF_RLE_PADDED];"))
+        .line(format!("u32* const rs = zf_rs{k};"))
+        .line(format!("{t}* const rv = zf_rv{k};"))
+        .line(format!("const u32 n = (u32)e.prm[{b}];"));
+        tiles.load(&mut w);
+        w.open("for (u32 r0 = 0u; r0 < nruns; r0 += ZF_RLE_TILE)");
+        tiles.place(&mut w);
+        w.line(format!(
+            "zf_rle_walk(rs, rs[0], rs[zf_rle_slot(ZF_RLE_TILE)], [&](u32 q, u32 j) {{ {bq} = rv[zf_rle_slot(j)]; }});"
+        ))
+        .line("carry += tot;")
+        .line("__syncthreads();")
+        .close()
+        .line("if (threadIdx.x == 0u && carry != n) atomicOr(e.err, ZF_ERR_RLE_SUM);")
+        .line("__syncthreads();")
+        .close();
+        Ok(w.finish())
     }
 }

@@ -14,7 +14,7 @@ pub(crate) const SLOTS: usize = 5;
 
 /// Checks a `strdict` node (its slots are the string root's, filled by the decoder).
 pub(crate) fn fill(node: &NodeView<'_>) -> Result<()> {
-    strdict::check(node).map(|_| ())
+    strdict::View::parse(node).map(|_| ())
 }
 
 /// The node's row index (a step of rows) and its rows.

@@ -11,7 +11,7 @@ pub(crate) const SLOTS: usize = 5;
 
 /// Checks a `words` node and records its strings' bytes.
 pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>) -> Result<()> {
-    f.string_bytes = Some(words::check(node)?);
+    f.string_bytes = Some(words::View::parse(node)?.total);
     Ok(())
 }
 

@@ -749,12 +749,25 @@ impl Layout<'_> {
 }
 
 /// The validated header of an `ans` node (the same checks the decoder makes before
-/// decoding): the log2 of its block size and the frequencies of its symbols `0..nsym`.
-/// Decoders elsewhere (the GPU's) read the buffers themselves.
-pub fn header(node: &NodeView<'_>) -> Result<(u32, Vec<u32>)> {
-    let (mut states, mut starts, mut words) = (Vec::new(), Vec::new(), Vec::new());
-    let layout = parse(node, &mut states, &mut starts, &mut words)?;
-    Ok((layout.block.trailing_zeros(), layout.freqs))
+/// decoding). Decoders elsewhere (the GPU's) read the buffers themselves.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// The log2 of the node's block size.
+    pub log2_block: u32,
+    /// The frequencies of its symbols `0..nsym`.
+    pub freqs: Vec<u32>,
+}
+
+impl View {
+    /// Checks an `ans` node as its decoder does and reads its header.
+    pub fn parse(node: &NodeView<'_>) -> Result<View> {
+        let (mut states, mut starts, mut words) = (Vec::new(), Vec::new(), Vec::new());
+        let layout = parse(node, &mut states, &mut starts, &mut words)?;
+        Ok(View {
+            log2_block: layout.block.trailing_zeros(),
+            freqs: layout.freqs,
+        })
+    }
 }
 
 fn parse<'a>(
