@@ -73,6 +73,22 @@ pub struct TpchArgs {
     /// Timed runs per query and thread count (the median is reported).
     #[arg(long, default_value_t = 7)]
     pub runs: usize,
+    /// Which engine runs the queries: native (zipflow's own scan), datafusion (DataFusion
+    /// over the zipflow table provider) or parquet (DataFusion over a Parquet+zstd(3) copy
+    /// of the file, written beside it).
+    #[arg(long, value_enum, default_value = "native")]
+    pub engine: BenchEngine,
+}
+
+/// The engines `zipflow bench tpch` can time.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchEngine {
+    /// zipflow's fused scan.
+    Native,
+    /// DataFusion over the .zf file.
+    Datafusion,
+    /// DataFusion over Parquet+zstd(3).
+    Parquet,
 }
 
 /// Runs `zipflow bench tpch`.
@@ -122,6 +138,18 @@ fn run_tpch(a: TpchArgs) -> Result<()> {
             p
         }
     };
+    if a.engine != BenchEngine::Native {
+        let source = match a.engine {
+            BenchEngine::Parquet => super::bench_df::Source::Parquet,
+            _ => super::bench_df::Source::Zipflow,
+        };
+        let queries: Vec<(&str, String)> =
+            [("Q1", tpch::q1("lineitem")), ("Q6", tpch::q6("lineitem"))]
+                .into_iter()
+                .filter(|(q, _)| a.queries.iter().any(|x| x.eq_ignore_ascii_case(q)))
+                .collect();
+        return super::bench_df::run(source, &path, &queries, &a.threads, a.runs);
+    }
     let table = Table::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let name = path.to_string_lossy().into_owned();
     outln!(
@@ -180,7 +208,7 @@ fn run_tpch(a: TpchArgs) -> Result<()> {
 /// CPU time (user + system, all threads) this process has used, from `/proc/self/stat`:
 /// unlike wall time it does not grow when other processes compete for the cores. `None`
 /// where `/proc` is missing.
-fn cpu_seconds() -> Option<f64> {
+pub(super) fn cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name (which may hold spaces) start at field 3.
     let rest = stat.rsplit_once(')')?.1;

@@ -1,9 +1,25 @@
-//! `zipflow sql`: run a single-table query on a .zf file.
+//! `zipflow sql`: run a query on .zf files, through the native engine (single-table queries
+//! on compressed chunks) or DataFusion (joins, subqueries, CTEs, everything else).
 
-use anyhow::{Context, Result};
+pub(crate) mod engine;
+mod render;
+
+use anyhow::{Context, Result, bail};
 use std::io::Write;
+use std::path::PathBuf;
 use zipflow_compute::query::{csv_field, json_string, json_value};
-use zipflow_compute::{Format, ScanOptions, Table, sql};
+use zipflow_compute::{Format, Query, ScanOptions, Table, sql};
+
+/// Which engine runs a query.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// The native engine when it accepts the query, DataFusion otherwise.
+    Auto,
+    /// zipflow's own single-table engine.
+    Native,
+    /// Apache DataFusion over the zipflow table provider.
+    Datafusion,
+}
 
 /// Arguments of `zipflow sql`.
 #[derive(clap::Args, Debug)]
@@ -17,13 +33,25 @@ pub struct Args {
     /// aggregates (sum, count, min, max, avg, stddev / stddev_samp, stddev_pop, variance /
     /// var_samp, var_pop, each also over DISTINCT values), GROUP BY (columns or expressions,
     /// by name, alias or position, or ALL), SELECT DISTINCT (columns), HAVING, ORDER BY,
-    /// LIMIT. `-` reads the query from standard input.
+    /// LIMIT. Anything else (joins, subqueries, CTEs, UNION, window functions, tables named
+    /// with --table or --db) runs through DataFusion. `-` reads the query from standard input.
     #[arg(required_unless_present = "file", conflicts_with = "file")]
     pub query: Option<String>,
     /// Read the query from this file (`-`: standard input), e.g. a query too long for the
     /// command line.
     #[arg(short, long, value_name = "FILE")]
     pub file: Option<std::path::PathBuf>,
+    /// Which engine runs the query: auto (native when it accepts the query, else
+    /// DataFusion), native or datafusion.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub engine: Engine,
+    /// A table for DataFusion: name=path, the path a .zf file, a directory of them or a glob
+    /// (repeatable).
+    #[arg(long = "table", value_name = "NAME=PATH")]
+    pub tables: Vec<String>,
+    /// A directory whose .zf files are tables for DataFusion, each named after its file stem.
+    #[arg(long, value_name = "DIR")]
+    pub db: Option<PathBuf>,
     /// Output format: table, csv or json.
     #[arg(long, default_value = "table")]
     pub format: String,
@@ -58,9 +86,33 @@ fn query_text(a: &Args) -> Result<String> {
 pub fn run(a: Args) -> Result<()> {
     let format: Format = a.format.parse()?;
     let query = query_text(&a)?;
-    let path = sql::table_of(&query)?;
+    if a.reference && a.engine == Engine::Datafusion {
+        bail!("--reference applies to the native engine only");
+    }
+    let native = match a.engine {
+        Engine::Native => Some(native_plan(&query)?),
+        Engine::Auto => native_plan(&query).ok(),
+        Engine::Datafusion => None,
+    };
+    if let Some((table, q)) = native {
+        return run_native(&a, format, &table, &q);
+    }
+    let tables = engine::Tables::parse(&a.tables, a.db.as_deref())?;
+    let result = engine::run(&query, &tables, a.threads)?;
+    crate::out::Stdout::new().write_all(result.render(format).as_bytes())?;
+    Ok(())
+}
+
+/// The query's table and its native plan, or why the native engine cannot run it.
+fn native_plan(query: &str) -> Result<(Table, Query)> {
+    let path = sql::table_of(query)?;
     let table = Table::open(&path).with_context(|| format!("opening `{path}`"))?;
-    let q = sql::plan(&query, &table.schema())?;
+    let q = sql::plan(query, &table.schema())?;
+    Ok((table, q))
+}
+
+/// Runs a planned query on the native engine.
+fn run_native(a: &Args, format: Format, table: &Table, q: &Query) -> Result<()> {
     let opts = ScanOptions {
         threads: a.threads,
         reference: a.reference,
@@ -79,7 +131,7 @@ pub fn run(a: Args) -> Result<()> {
         } else {
             write!(out, "[")?;
         }
-        table.for_each_row(&q, |row| {
+        table.for_each_row(q, |row| {
             if skip > 0 {
                 skip -= 1;
                 return true;
@@ -132,7 +184,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         return Ok(());
     }
-    let result = table.run(&q, &opts)?;
+    let result = table.run(q, &opts)?;
     out.write_all(result.render(format).as_bytes())?;
     Ok(())
 }

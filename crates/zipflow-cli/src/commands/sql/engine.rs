@@ -1,0 +1,212 @@
+//! `zipflow sql` through DataFusion: tables named on the command line or quoted in FROM,
+//! each a [`ZfTable`], and the query planned and run by DataFusion.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arrow::array::RecordBatch;
+use datafusion::common::TableReference;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
+use zipflow_compute::QueryResult;
+use zipflow_datafusion::ZfTable;
+
+use super::render::to_result;
+
+/// The tables a query may name.
+#[derive(Debug, Default)]
+pub struct Tables {
+    /// `--table name=path`, in order.
+    pub named: Vec<(String, PathBuf)>,
+    /// `--db DIR`: every .zf file in it, named after its stem.
+    pub db: Option<PathBuf>,
+}
+
+impl Tables {
+    /// Parses the `--table` and `--db` arguments.
+    pub fn parse(tables: &[String], db: Option<&Path>) -> Result<Tables> {
+        let named = tables
+            .iter()
+            .map(|t| {
+                let (name, path) = t
+                    .split_once('=')
+                    .ok_or_else(|| anyhow!("--table `{t}`: expected name=path"))?;
+                if name.is_empty() || path.is_empty() {
+                    bail!("--table `{t}`: expected name=path");
+                }
+                Ok((name.to_string(), PathBuf::from(path)))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Tables {
+            named,
+            db: db.map(Path::to_path_buf),
+        })
+    }
+
+    /// Every `(name, path)` to register: the database's files first, then `--table`s (which
+    /// may replace them).
+    fn entries(&self) -> Result<Vec<(String, PathBuf)>> {
+        let mut out = Vec::new();
+        if let Some(dir) = &self.db {
+            let entries = std::fs::read_dir(dir)
+                .with_context(|| format!("--db {}: cannot read the directory", dir.display()))?;
+            for e in entries {
+                let p = e.with_context(|| format!("--db {}", dir.display()))?.path();
+                if p.is_file() && p.extension().is_some_and(|x| x == "zf") {
+                    let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned());
+                    out.push((stem.unwrap_or_default(), p));
+                }
+            }
+            out.sort();
+            if out.is_empty() {
+                bail!("--db {}: the directory holds no .zf files", dir.display());
+            }
+        }
+        out.extend(self.named.iter().cloned());
+        Ok(out)
+    }
+}
+
+/// Rewrites each single-quoted string that stands as a table in FROM or JOIN (`FROM
+/// 'lineitem.zf'`) into a quoted identifier, and returns the new text and those paths.
+pub fn quoted_tables(sql: &str) -> Result<(String, Vec<String>)> {
+    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize()
+        .map_err(|e| anyhow!("the query does not parse: {e}"))?;
+    let mut paths = Vec::new();
+    let mut out = String::with_capacity(sql.len());
+    // The clause keyword in force and the token before, skipping whitespace.
+    let mut in_from = false;
+    let mut previous: Option<&Token> = None;
+    for token in &tokens {
+        if let Token::Word(w) = token {
+            match w.keyword {
+                Keyword::FROM | Keyword::JOIN => in_from = true,
+                Keyword::SELECT
+                | Keyword::WHERE
+                | Keyword::GROUP
+                | Keyword::ORDER
+                | Keyword::HAVING
+                | Keyword::LIMIT
+                | Keyword::ON
+                | Keyword::USING
+                | Keyword::UNION
+                | Keyword::WINDOW => in_from = false,
+                _ => {}
+            }
+        }
+        let table_position = match previous {
+            Some(Token::Word(w)) => matches!(w.keyword, Keyword::FROM | Keyword::JOIN),
+            Some(Token::Comma) => in_from,
+            _ => false,
+        };
+        match token {
+            Token::SingleQuotedString(path) if table_position => {
+                if path.contains('"') {
+                    bail!(
+                        "table path `{path}`: a path with `\"` cannot be named in FROM; use --table"
+                    );
+                }
+                if !paths.contains(path) {
+                    paths.push(path.clone());
+                }
+                let ident = Token::Word(Word {
+                    value: path.clone(),
+                    quote_style: Some('"'),
+                    keyword: Keyword::NoKeyword,
+                });
+                out.push_str(&ident.to_string());
+            }
+            t => out.push_str(&t.to_string()),
+        }
+        if !matches!(token, Token::Whitespace(_)) {
+            previous = Some(token);
+        }
+    }
+    Ok((out, paths))
+}
+
+/// Runs `sql` through DataFusion on `threads` threads (0: one per core).
+pub fn run(sql: &str, tables: &Tables, threads: usize) -> Result<QueryResult> {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    } else {
+        threads
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .context("starting the query runtime")?;
+    runtime.block_on(run_async(sql, tables, threads))
+}
+
+async fn run_async(sql: &str, tables: &Tables, threads: usize) -> Result<QueryResult> {
+    let config = SessionConfig::new()
+        .with_target_partitions(threads)
+        .with_information_schema(true);
+    let ctx = SessionContext::new_with_config(config);
+    let mut names = Vec::new();
+    for (name, path) in tables.entries()? {
+        let table = ZfTable::open(&path)
+            .map_err(|e| anyhow!("table `{name}` ({}): {e}", path.display()))?;
+        ctx.register_table(name.as_str(), Arc::new(table))
+            .map_err(|e| anyhow!("table `{name}`: {e}"))?;
+        names.push(name);
+    }
+    let (text, paths) = quoted_tables(sql)?;
+    for path in paths {
+        let table = ZfTable::open(&path).map_err(|e| anyhow!("table '{path}': {e}"))?;
+        ctx.register_table(TableReference::bare(path.as_str()), Arc::new(table))
+            .map_err(|e| anyhow!("table '{path}': {e}"))?;
+        names.push(format!("'{path}'"));
+    }
+    let known = |e: datafusion::error::DataFusionError| {
+        let text = e.to_string();
+        if text.contains("not found") && !text.contains("No field") {
+            let list = if names.is_empty() {
+                "none: name a .zf file in FROM ('lineitem.zf') or use --table / --db".to_string()
+            } else {
+                names.join(", ")
+            };
+            anyhow!("{text} (tables: {list})")
+        } else {
+            anyhow!("{text}")
+        }
+    };
+    let df = ctx.sql(&text).await.map_err(known)?;
+    let schema = df.schema().as_arrow().clone();
+    let batches: Vec<RecordBatch> = df.collect().await.map_err(known)?;
+    to_result(&schema, &batches)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_paths_in_from_and_join_become_tables() {
+        let (sql, paths) = quoted_tables(
+            "SELECT 'a.zf', x FROM 'data/l.zf' l JOIN 'o.zf' o ON l.k = o.k, 'p.zf' \
+             WHERE s = 'q.zf'",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(paths, ["data/l.zf", "o.zf", "p.zf"]);
+        assert_eq!(
+            sql,
+            "SELECT 'a.zf', x FROM \"data/l.zf\" l JOIN \"o.zf\" o ON l.k = o.k, \"p.zf\" \
+             WHERE s = 'q.zf'"
+        );
+    }
+
+    #[test]
+    fn table_arguments_need_a_name_and_a_path() {
+        assert!(Tables::parse(&["lineitem".into()], None).is_err());
+        assert!(Tables::parse(&["=x.zf".into()], None).is_err());
+        let t = Tables::parse(&["l=x.zf".into()], None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.named, [("l".to_string(), PathBuf::from("x.zf"))]);
+    }
+}

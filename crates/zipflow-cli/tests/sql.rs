@@ -1,0 +1,172 @@
+//! `zipflow sql` with its two engines: the native one for single-table queries, DataFusion
+//! for joins and the rest, tables quoted in FROM or named with --table and --db.
+
+use arrow::array::{ArrayRef, Decimal128Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use std::fs::File;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn zipflow(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zipflow"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running zipflow: {e}"))
+}
+
+/// Runs `zipflow sql` with `args` in `dir`; it must succeed. Returns stdout.
+fn sql_ok(args: &[&str], dir: &Path) -> String {
+    let mut all = vec!["sql"];
+    all.extend_from_slice(args);
+    let o = zipflow(&all, dir);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs `zipflow sql` with `args` in `dir`; it must fail. Returns stderr.
+fn sql_err(args: &[&str], dir: &Path) -> String {
+    let mut all = vec!["sql"];
+    all.extend_from_slice(args);
+    let o = zipflow(&all, dir);
+    assert!(!o.status.success(), "{args:?} succeeded");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Writes `batch` as Parquet and compresses it to `name`.zf in `dir`.
+fn table(dir: &Path, name: &str, batch: &RecordBatch) {
+    let parquet = dir.join(format!("{name}.parquet"));
+    let file = File::create(&parquet).unwrap_or_else(|e| panic!("{e}"));
+    let mut w = ArrowWriter::try_new(file, batch.schema(), None).unwrap_or_else(|e| panic!("{e}"));
+    w.write(batch).unwrap_or_else(|e| panic!("{e}"));
+    w.close().unwrap_or_else(|e| panic!("{e}"));
+    let out = format!("{name}.zf");
+    let o = zipflow(
+        &["compress", &format!("{name}.parquet"), "-o", &out, "-q"],
+        dir,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_file(parquet).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// `items` (k = i % 4, v = i, price) and `owners` (k, name) in a fresh directory.
+fn setup() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let n = 1000i64;
+    let k: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| i % 4)));
+    let v: ArrayRef = Arc::new(Int64Array::from_iter_values(0..n));
+    let price: ArrayRef = Arc::new(
+        Decimal128Array::from_iter_values((0..n).map(|i| i128::from(i) * 25))
+            .with_precision_and_scale(10, 2)
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let schema = Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+        Field::new("price", DataType::Decimal128(10, 2), false),
+    ]);
+    let items =
+        RecordBatch::try_new(Arc::new(schema), vec![k, v, price]).unwrap_or_else(|e| panic!("{e}"));
+    table(dir.path(), "items", &items);
+    let k: ArrayRef = Arc::new(Int64Array::from_iter_values(0..3));
+    let name: ArrayRef = Arc::new(StringArray::from(vec!["ann", "bob", "cy"]));
+    let schema = Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+    ]);
+    let owners =
+        RecordBatch::try_new(Arc::new(schema), vec![k, name]).unwrap_or_else(|e| panic!("{e}"));
+    table(dir.path(), "owners", &owners);
+    dir
+}
+
+#[test]
+fn both_engines_print_single_table_results_alike() {
+    let dir = setup();
+    let d = dir.path();
+    let q = "SELECT k, sum(v) AS s, count(*) AS n, max(price) AS top FROM 'items.zf' \
+             WHERE v >= 100 GROUP BY k ORDER BY k";
+    for format in ["table", "csv", "json"] {
+        let native = sql_ok(&[q, "--engine", "native", "--format", format], d);
+        let df = sql_ok(&[q, "--engine", "datafusion", "--format", format], d);
+        assert_eq!(native, df, "{format}");
+    }
+    // k = 0 holds v = 100, 104, ..., 996: 225 values summing to 123,300.
+    let csv = sql_ok(&[q, "--format", "csv"], d);
+    assert_eq!(csv.lines().nth(1), Some("0,123300,225,249.00"), "{csv}");
+}
+
+#[test]
+fn joins_run_through_datafusion_on_quoted_paths_tables_and_a_db() {
+    let dir = setup();
+    let d = dir.path();
+    // k = 3 has no owner, so the inner join keeps k = 0, 1, 2.
+    let expected = "name,total\nann,124500\nbob,124750\ncy,125000\n";
+    let quoted = "SELECT o.name, sum(i.v) AS total FROM 'items.zf' i JOIN 'owners.zf' o \
+                  ON i.k = o.k GROUP BY o.name ORDER BY o.name";
+    assert_eq!(sql_ok(&[quoted, "--format", "csv"], d), expected);
+    let named = "SELECT o.name, sum(i.v) AS total FROM items i JOIN owners o \
+                 ON i.k = o.k GROUP BY o.name ORDER BY o.name";
+    assert_eq!(
+        sql_ok(&[named, "--format", "csv", "--db", "."], d),
+        expected
+    );
+    let args = [
+        named,
+        "--format",
+        "csv",
+        "--table",
+        "items=items.zf",
+        "--table",
+        "owners=owners.zf",
+        "--engine",
+        "datafusion",
+    ];
+    assert_eq!(sql_ok(&args, d), expected);
+    // A CTE and a subquery.
+    let cte = "WITH big AS (SELECT k, v FROM items WHERE v > 990) \
+               SELECT count(*) AS n FROM big WHERE k IN (SELECT k FROM owners)";
+    assert_eq!(sql_ok(&[cte, "--format", "csv", "--db", "."], d), "n\n6\n");
+}
+
+#[test]
+fn a_directory_is_one_table() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::create_dir(d.join("parts")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(d.join("items.zf"), d.join("parts/a.zf")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(d.join("items.zf"), d.join("parts/b.zf")).unwrap_or_else(|e| panic!("{e}"));
+    let q = "SELECT count(*) AS n FROM items";
+    let out = sql_ok(&[q, "--table", "items=parts", "--format", "csv"], d);
+    assert_eq!(out, "n\n2000\n");
+    let out = sql_ok(&[q, "--table", "items=parts/*.zf", "--format", "csv"], d);
+    assert_eq!(out, "n\n2000\n");
+}
+
+#[test]
+fn errors_say_what_is_wrong() {
+    let dir = setup();
+    let d = dir.path();
+    let err = sql_err(&["SELECT * FROM nowhere", "--db", "."], d);
+    assert!(
+        err.contains("nowhere") && err.contains("tables: items, owners"),
+        "{err}"
+    );
+    let err = sql_err(&["SELECT * FROM 'missing.zf' JOIN 'items.zf' ON true"], d);
+    assert!(err.contains("missing.zf"), "{err}");
+    let err = sql_err(&["SELECT nope FROM 'items.zf' JOIN 'owners.zf' ON true"], d);
+    assert!(err.contains("nope"), "{err}");
+    let join = "SELECT * FROM 'items.zf' i JOIN 'owners.zf' o ON i.k = o.k";
+    let err = sql_err(&[join, "--engine", "native"], d);
+    assert!(!err.is_empty());
+    let err = sql_err(&["SELECT 1 FROM x", "--table", "x"], d);
+    assert!(err.contains("name=path"), "{err}");
+    let err = sql_err(&[join, "--engine", "datafusion", "--reference"], d);
+    assert!(err.contains("native engine only"), "{err}");
+}
