@@ -85,6 +85,7 @@ impl ZfTable {
     }
 
     /// The chunks `filters` cannot rule out by their zone maps, and the predicate as text.
+    #[allow(clippy::type_complexity)] // (chunks kept, (predicate, pruning predicate) shown)
     fn prune(
         &self,
         state: &dyn Session,
