@@ -29,10 +29,12 @@
 //! ```
 
 mod exec;
+mod functions;
 mod prune;
 mod table;
 
 pub use exec::ZfScanExec;
+pub use functions::{register_functions, session};
 pub use table::ZfTable;
 
 use datafusion::error::DataFusionError;

@@ -62,6 +62,14 @@ impl ChunkStatistics<'_> {
     fn bounds(&self, column: &Column, max: bool) -> Option<ArrayRef> {
         let col = self.schema.index_of(&column.name).ok()?;
         let field = self.schema.field(col);
+        // A float zone map leaves NaN out, and in DataFusion's order NaN is above every
+        // value (and a negative NaN below): its bounds do not bound the chunk.
+        if matches!(
+            field.data_type(),
+            DataType::Float16 | DataType::Float32 | DataType::Float64
+        ) {
+            return None;
+        }
         let null = ScalarValue::try_from(field.data_type()).ok()?;
         let values = self.chunks.iter().map(|c| {
             self.stats(col, c)

@@ -48,7 +48,7 @@ fn parquet_copy(zf: &Path) -> Result<PathBuf> {
 
 /// One session reading `path` as the table `lineitem` on `threads` threads.
 async fn context(source: Source, path: &Path, threads: usize) -> Result<SessionContext> {
-    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(threads));
+    let ctx = zipflow_datafusion::session(SessionConfig::new().with_target_partitions(threads));
     match source {
         Source::Zipflow => {
             let table = ZfTable::open(path).map_err(|e| anyhow!("{e}"))?;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use zipflow_core::{Error, Result};
 
 use crate::column::{Block, ChunkColumn};
-use crate::expr::{ArithOp, Expr, Func, SqlType, Value, div_round, pow10};
+use crate::expr::{ArithOp, Expr, Func, SqlType, Value, div_round, float_cmp, pow10};
 
 use super::kernels;
 use super::pushdown::lit_i128;
@@ -276,7 +276,7 @@ impl BlockEval<'_, '_> {
                     let b = self.eval_f(r)?;
                     a.iter()
                         .zip(&b)
-                        .map(|(x, y)| u8::from(op.holds(x.total_cmp(y))))
+                        .map(|(x, y)| u8::from(op.holds(float_cmp(*x, *y))))
                         .collect()
                 } else {
                     let a = self.eval_i(l)?;
@@ -313,7 +313,9 @@ impl BlockEval<'_, '_> {
                     let a = self.eval_f(e)?;
                     let set: Vec<f64> = list.iter().map(Value::as_f64).collect();
                     a.iter()
-                        .map(|x| u8::from(set.iter().any(|y| x.total_cmp(y).is_eq()) != *negated))
+                        .map(|x| {
+                            u8::from(set.iter().any(|y| float_cmp(*x, *y).is_eq()) != *negated)
+                        })
                         .collect()
                 } else {
                     let a = self.eval_i(e)?;

@@ -36,7 +36,8 @@ pub(super) fn key_part(v: &Value) -> KeyPart {
         Value::Int(x) => KeyPart::I(i128::from(*x)),
         Value::Decimal(x, _) => KeyPart::I(*x),
         Value::Date(d) => KeyPart::I(i128::from(*d)),
-        Value::Float(f) => KeyPart::F(f.to_bits()),
+        // `+ 0.0` makes -0.0 +0.0: the two zeros are one group.
+        Value::Float(f) => KeyPart::F((f + 0.0).to_bits()),
         Value::Str(s) => KeyPart::S(s.clone()),
     }
 }
@@ -495,7 +496,7 @@ pub(super) fn float_ids(x: impl Iterator<Item = f64>) -> (Vec<u32>, Vec<Value>) 
     let ids = x
         .map(|f| {
             let next = map.len() as u32;
-            *map.entry(f.to_bits()).or_insert_with(|| {
+            *map.entry((f + 0.0).to_bits()).or_insert_with(|| {
                 distinct.push(Value::Float(f));
                 next
             })

@@ -222,6 +222,11 @@ impl Binder<'_> {
             let Expr::Lit(v, _) = (if b.is_constant() { fold(&b)? } else { b }) else {
                 return Err(unsupported("IN lists with non-constant items"));
             };
+            if matches!(v, Value::Null) {
+                // `x NOT IN (.., NULL)` is never true and `x IN (.., NULL)` is NULL where no
+                // item matches: three-valued logic the block path does not carry.
+                return Err(unsupported("IN lists with a NULL item"));
+            }
             if a != x {
                 return Err(unsupported(format!(
                     "IN list of type {} on a {} value",
@@ -410,7 +415,8 @@ impl Binder<'_> {
         };
         let p = text(pattern, "pattern")?;
         let escape = match escape {
-            None => None,
+            // As in PostgreSQL and DataFusion, `\` escapes unless ESCAPE names another.
+            None => Some('\\'),
             Some(e) => {
                 let t = text(e, "escape character")?;
                 let mut chars = t.chars();

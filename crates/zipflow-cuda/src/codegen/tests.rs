@@ -1063,3 +1063,149 @@ fn ops_written_first_are_those_not_fully_parallel() {
     tile.sort_unstable();
     assert_eq!(written(KernelKind::Tile), tile);
 }
+
+/// Writes the generated source (or the error) of every kernel over a wide set of plans and
+/// streams into the directory `ZIPFLOW_DUMP_KERNELS` names, one file a case, so two builds of
+/// the generator can be compared (`diff -r`, or token by token). Run with `--ignored`.
+#[test]
+#[ignore = "a tool: writes files when ZIPFLOW_DUMP_KERNELS names a directory"]
+fn dump_generated_sources() {
+    use zipflow_encodings::selection::{
+        DICT_FORMS, STRING_BYTES_FORMS, TEXT_CANDIDATES, candidates,
+    };
+    let Some(dir) = std::env::var_os("ZIPFLOW_DUMP_KERNELS") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let ramp = |n: i64, m: i64| (0..n).map(move |i| (i * 7919) % m);
+    let numbers: Vec<(&str, Values)> = vec![
+        ("i64", ints()),
+        (
+            "u8",
+            Values::Int(IntVec::U8(ramp(5000, 200).map(|v| v as u8).collect())),
+        ),
+        (
+            "u16",
+            Values::Int(IntVec::U16(ramp(5000, 60_000).map(|v| v as u16).collect())),
+        ),
+        (
+            "i32",
+            Values::Int(IntVec::I32(
+                ramp(5000, 1 << 20).map(|v| v as i32 - 9).collect(),
+            )),
+        ),
+        (
+            "u32runs",
+            Values::Int(IntVec::U32((0..5000u32).map(|i| i / 37).collect())),
+        ),
+        (
+            "i64sorted",
+            Values::Int(IntVec::I64((0..5000i64).map(|i| i * 3 + (i & 5)).collect())),
+        ),
+        ("spilled", spilled()),
+        (
+            "f64",
+            Values::F64((0..3000).map(|i| f64::from(i) * 0.25 + 0.01).collect()),
+        ),
+        (
+            "f32",
+            Values::F32((0..3000).map(|i| i as f32 * 0.5).collect()),
+        ),
+    ];
+    let mut plans: Vec<String> = Vec::new();
+    let extra = [
+        "dict(codes: radix, values: plain)",
+        "dict(codes: bitpack, values: rle)",
+        "dict(codes: bitpack, values: for | patch | bitpack)",
+        "hipatch(counts: rle) | bitpack",
+        "hipatch | bitpack",
+        "delta | zigzag | bitpack",
+        "delta | hipatch | bitpack",
+        "radix",
+        "rle",
+        "zigzag | bitpack",
+    ];
+    let mut cases: Vec<(String, String, Values)> = Vec::new();
+    for (name, values) in &numbers {
+        let ptype = values.ptype();
+        plans.clear();
+        plans.extend(candidates(ptype).iter().map(ToString::to_string));
+        plans.extend(extra.iter().map(|p| p.to_string()));
+        for p in &plans {
+            cases.push((name.to_string(), p.clone(), values.clone()));
+        }
+    }
+    let codes = ["bitpack", "for | bitpack", "ans", "radix", "plain", "rle"];
+    let mut string_plans: Vec<String> = Vec::new();
+    for c in codes {
+        for d in DICT_FORMS {
+            string_plans.push(format!("strdict(codes: {c}, dict: {d})"));
+            string_plans.push(format!("words(codes: {c}, counts: {c}, dict: {d})"));
+        }
+    }
+    string_plans.extend(
+        STRING_BYTES_FORMS
+            .iter()
+            .map(|b| format!("plain(bytes: {b})")),
+    );
+    let strings: Vec<(&str, Values)> = vec![
+        ("texts", texts()),
+        (
+            "categories",
+            byte_strings((0..4000u64).map(|i| format!("cat{}", (i * 31) % 90).into_bytes())),
+        ),
+        (
+            "fixed",
+            byte_strings((0..4000u64).map(|i| format!("{:06}", i % 300).into_bytes())),
+        ),
+        (
+            "unique",
+            byte_strings((0..4000u64).map(|i| format!("id-{i}-x").into_bytes())),
+        ),
+        (
+            "long",
+            byte_strings((0..600u64).map(|i| {
+                format!("{} ", "lorem ipsum dolor ".repeat((i % 9 + 1) as usize)).into_bytes()
+            })),
+        ),
+    ];
+    for (name, values) in &strings {
+        for p in &string_plans {
+            cases.push((name.to_string(), p.clone(), values.clone()));
+        }
+    }
+    let text: Vec<u8> = (0..40_000u32)
+        .map(|i| b"the quick brown fox jumps over the lazy dog, 0123456789\n"[(i % 56) as usize])
+        .collect();
+    for p in TEXT_CANDIDATES.iter().chain(&["chardict16", "chartable"]) {
+        cases.push((
+            "text".into(),
+            p.to_string(),
+            Values::Int(IntVec::U8(text.clone())),
+        ));
+    }
+    let mut written = 0;
+    for (i, (name, plan, values)) in cases.iter().enumerate() {
+        let out = (|| -> std::result::Result<String, String> {
+            let parsed: Plan = plan.parse().map_err(|e| format!("plan: {e}"))?;
+            let node = encode(&parsed, values).map_err(|e| format!("encode: {e}"))?;
+            let bytes = node.to_bytes().map_err(|e| format!("bytes: {e}"))?;
+            let view = NodeView::parse(&bytes).map_err(|e| format!("parse: {e}"))?;
+            let shape = Shape::of(&view).map_err(|e| format!("shape: {e}"))?;
+            let k = generate(&shape).map_err(|e| format!("generate: {e}"))?;
+            Ok(format!(
+                "// {:?} {} params\n{}",
+                k.kind, k.nparams, k.source
+            ))
+        })();
+        let text = match out {
+            Ok(s) => s,
+            Err(e) => format!("error: {e}\n"),
+        };
+        let file = dir.join(format!("{i:04}-{name}.cu"));
+        std::fs::write(&file, format!("// {plan}\n{text}")).unwrap_or_else(|e| panic!("{e}"));
+        written += 1;
+    }
+    assert!(written > 0);
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::RecordBatch;
 use datafusion::common::TableReference;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::SessionConfig;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
@@ -78,29 +78,41 @@ pub fn quoted_tables(sql: &str) -> Result<(String, Vec<String>)> {
         .map_err(|e| anyhow!("the query does not parse: {e}"))?;
     let mut paths = Vec::new();
     let mut out = String::with_capacity(sql.len());
-    // The clause keyword in force and the token before, skipping whitespace.
-    let mut in_from = false;
+    // Whether each open parenthesis level is inside a FROM clause (ON and USING conditions
+    // included: at their own level a comma can only start another table), and the token
+    // before, skipping whitespace.
+    let mut in_from = vec![false];
     let mut previous: Option<&Token> = None;
     for token in &tokens {
-        if let Token::Word(w) = token {
-            match w.keyword {
-                Keyword::FROM | Keyword::JOIN => in_from = true,
-                Keyword::SELECT
-                | Keyword::WHERE
-                | Keyword::GROUP
-                | Keyword::ORDER
-                | Keyword::HAVING
-                | Keyword::LIMIT
-                | Keyword::ON
-                | Keyword::USING
-                | Keyword::UNION
-                | Keyword::WINDOW => in_from = false,
-                _ => {}
+        match token {
+            Token::LParen => in_from.push(false),
+            Token::RParen if in_from.len() > 1 => {
+                in_from.pop();
             }
+            Token::Word(w) => {
+                if let Some(level) = in_from.last_mut() {
+                    match w.keyword {
+                        Keyword::FROM | Keyword::JOIN => *level = true,
+                        Keyword::SELECT
+                        | Keyword::WHERE
+                        | Keyword::GROUP
+                        | Keyword::ORDER
+                        | Keyword::HAVING
+                        | Keyword::LIMIT
+                        | Keyword::UNION
+                        | Keyword::INTERSECT
+                        | Keyword::EXCEPT
+                        | Keyword::WINDOW
+                        | Keyword::QUALIFY => *level = false,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
         }
         let table_position = match previous {
             Some(Token::Word(w)) => matches!(w.keyword, Keyword::FROM | Keyword::JOIN),
-            Some(Token::Comma) => in_from,
+            Some(Token::Comma) => in_from.last().copied().unwrap_or(false),
             _ => false,
         };
         match token {
@@ -148,7 +160,7 @@ async fn run_async(sql: &str, tables: &Tables, threads: usize) -> Result<QueryRe
     let config = SessionConfig::new()
         .with_target_partitions(threads)
         .with_information_schema(true);
-    let ctx = SessionContext::new_with_config(config);
+    let ctx = zipflow_datafusion::session(config);
     let mut names = Vec::new();
     for (name, path) in tables.entries()? {
         let table = ZfTable::open(&path)
@@ -191,14 +203,14 @@ mod tests {
     fn quoted_paths_in_from_and_join_become_tables() {
         let (sql, paths) = quoted_tables(
             "SELECT 'a.zf', x FROM 'data/l.zf' l JOIN 'o.zf' o ON l.k = o.k, 'p.zf' \
-             WHERE s = 'q.zf'",
+             WHERE s IN ('q.zf', 'r.zf') AND k IN (SELECT k FROM 's.zf')",
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(paths, ["data/l.zf", "o.zf", "p.zf"]);
+        assert_eq!(paths, ["data/l.zf", "o.zf", "p.zf", "s.zf"]);
         assert_eq!(
             sql,
             "SELECT 'a.zf', x FROM \"data/l.zf\" l JOIN \"o.zf\" o ON l.k = o.k, \"p.zf\" \
-             WHERE s = 'q.zf'"
+             WHERE s IN ('q.zf', 'r.zf') AND k IN (SELECT k FROM \"s.zf\")"
         );
     }
 

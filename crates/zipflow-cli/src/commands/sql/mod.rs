@@ -1,6 +1,8 @@
 //! `zipflow sql`: run a query on .zf files, through the native engine (single-table queries
 //! on compressed chunks) or DataFusion (joins, subqueries, CTEs, everything else).
 
+#[cfg(test)]
+mod differential;
 pub(crate) mod engine;
 mod render;
 
