@@ -170,3 +170,111 @@ fn errors_say_what_is_wrong() {
     let err = sql_err(&[join, "--engine", "datafusion", "--reference"], d);
     assert!(err.contains("native engine only"), "{err}");
 }
+
+#[test]
+fn timestamps_binary_and_null_in_lists_get_sql_answers() {
+    use arrow::array::{BinaryArray, TimestampMicrosecondArray};
+    use arrow::datatypes::TimeUnit;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    // 2024-03-01 23:30 and 2024-03-02 00:15 UTC, and a null.
+    let ts: ArrayRef = Arc::new(
+        TimestampMicrosecondArray::from(vec![
+            Some(1_709_335_800_000_000),
+            Some(1_709_338_500_000_000),
+            None,
+        ])
+        .with_timezone("UTC"),
+    );
+    // Bytes that are not UTF-8 must stay apart.
+    let b: ArrayRef = Arc::new(BinaryArray::from(vec![
+        Some(&[0xffu8, 0x00][..]),
+        Some(&[0xfeu8, 0x00][..]),
+        Some(&[0xffu8, 0x00][..]),
+    ]));
+    let k: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), None, Some(3)]));
+    let schema = Schema::new(vec![
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new("b", DataType::Binary, true),
+        Field::new("k", DataType::Int64, true),
+    ]);
+    let batch =
+        RecordBatch::try_new(Arc::new(schema), vec![ts, b, k]).unwrap_or_else(|e| panic!("{e}"));
+    table(d, "t", &batch);
+    let csv = |q: &str| sql_ok(&[q, "--format", "csv"], d);
+    assert_eq!(
+        csv("SELECT CAST(ts AS DATE) AS day, count(*) AS n FROM 't.zf' GROUP BY 1 ORDER BY 1"),
+        "day,n\n2024-03-01,1\n2024-03-02,1\n,1\n"
+    );
+    assert_eq!(
+        csv("SELECT count(*) AS n FROM 't.zf' WHERE ts >= TIMESTAMP '2024-03-02 00:00:00Z'"),
+        "n\n1\n"
+    );
+    assert_eq!(csv("SELECT count(DISTINCT b) AS n FROM 't.zf'"), "n\n2\n");
+    assert_eq!(
+        csv("SELECT min(b) AS lo, max(b) AS hi FROM 't.zf'"),
+        "lo,hi\nfe00,ff00\n"
+    );
+    // NOT IN with a NULL item is never true; IN with one is NULL where nothing matches.
+    for engine in ["auto", "datafusion"] {
+        let q = |q: &str| sql_ok(&[q, "--format", "csv", "--engine", engine], d);
+        assert_eq!(
+            q("SELECT count(*) AS n FROM 't.zf' WHERE k NOT IN (1, NULL)"),
+            "n\n0\n"
+        );
+        assert_eq!(
+            q("SELECT count(*) AS n FROM 't.zf' WHERE k IN (3, NULL)"),
+            "n\n1\n"
+        );
+        assert_eq!(
+            q("SELECT count(*) AS n FROM 't.zf' WHERE NOT (k IN (3, NULL))"),
+            "n\n0\n"
+        );
+    }
+    // The native engine says what it leaves to DataFusion.
+    let e = sql_err(&["SELECT count(*) FROM 't.zf'", "--engine", "native"], d);
+    assert!(e.contains("timestamp columns"), "{e}");
+}
+
+#[test]
+fn tpch_db_holds_every_table_for_joins() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    let o = zipflow(&["tpch", "--sf", "0.01", "--db", "db"], d);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = String::from_utf8_lossy(&o.stdout);
+    for t in [
+        "region", "nation", "supplier", "customer", "part", "partsupp", "orders",
+    ] {
+        assert!(
+            d.join("db").join(format!("{t}.zf")).is_file(),
+            "{t}: {report}"
+        );
+    }
+    let csv = |q: &str| sql_ok(&["--db", "db", q, "--format", "csv"], d);
+    // Every line item has its order, every customer its nation.
+    assert_eq!(
+        csv(
+            "SELECT count(*) AS n, count(DISTINCT o_orderkey) AS o FROM lineitem \
+             JOIN orders ON l_orderkey = o_orderkey"
+        ),
+        "n,o\n60175,15000\n"
+    );
+    assert_eq!(
+        csv(
+            "SELECT r_name, count(*) AS n FROM customer JOIN nation ON c_nationkey = n_nationkey \
+             JOIN region ON n_regionkey = r_regionkey GROUP BY r_name ORDER BY r_name"
+        )
+        .lines()
+        .count(),
+        6
+    );
+    // A second run refuses to overwrite without --force.
+    let o = zipflow(&["tpch", "--sf", "0.01", "--db", "db"], d);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("region.zf"));
+}

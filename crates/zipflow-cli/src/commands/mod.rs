@@ -14,6 +14,7 @@ pub mod lineitem;
 pub mod raster;
 pub mod sql;
 pub mod tpch;
+pub mod tpch_db;
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};

@@ -18,13 +18,10 @@ use arrow::array::{
     StringArray,
 };
 use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::{SessionConfig, SessionContext};
 use zipflow_compute::{QueryResult, ScanOptions, Table, Value, sql};
 use zipflow_format::{TableWriter, WriteOptions};
-
-use datafusion::datasource::MemTable;
-use datafusion::execution::SessionStateBuilder;
-use datafusion::optimizer::Optimizer;
-use datafusion::prelude::{SessionConfig, SessionContext};
 
 use super::render::to_result;
 
