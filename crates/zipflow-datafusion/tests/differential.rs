@@ -178,6 +178,80 @@ async fn tpch_queries_match_a_memory_table() {
     same(&a, &b, TPCH_QUERIES).await;
 }
 
+/// Every table of TPC-H at `sf`, by name.
+fn tpch_tables(sf: f64) -> Vec<(&'static str, Vec<RecordBatch>)> {
+    fn all<I, E>(it: I) -> Vec<RecordBatch>
+    where
+        I: Iterator<Item = Result<RecordBatch, E>>,
+        E: std::fmt::Display,
+    {
+        it.collect::<Result<Vec<_>, _>>()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+    use tpchgen::generators as g;
+    use tpchgen_arrow as a;
+    vec![
+        (
+            "region",
+            all(a::RegionArrow::new(g::RegionGenerator::new(sf, 1, 1))),
+        ),
+        (
+            "nation",
+            all(a::NationArrow::new(g::NationGenerator::new(sf, 1, 1))),
+        ),
+        (
+            "supplier",
+            all(a::SupplierArrow::new(g::SupplierGenerator::new(sf, 1, 1))),
+        ),
+        (
+            "customer",
+            all(a::CustomerArrow::new(g::CustomerGenerator::new(sf, 1, 1))),
+        ),
+        (
+            "part",
+            all(a::PartArrow::new(g::PartGenerator::new(sf, 1, 1))),
+        ),
+        (
+            "partsupp",
+            all(a::PartSuppArrow::new(g::PartSuppGenerator::new(sf, 1, 1))),
+        ),
+        ("orders", orders(sf)),
+        ("lineitem", lineitem(sf)),
+    ]
+}
+
+/// The 22 TPC-H queries of `bench/tpch-queries`.
+fn tpch_query_texts() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/tpch-queries");
+    (1..=22)
+        .map(|q| {
+            let name = format!("q{q:02}.sql");
+            let text = std::fs::read_to_string(dir.join(&name))
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.join(&name).display()));
+            (name, text)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn all_22_tpch_queries_match_memory_tables() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (context(), context());
+    for (name, batches) in tpch_tables(0.01) {
+        let path = write(&batches, &dir.path().join(format!("{name}.zf")), 4096);
+        a.register_table(name, zf(&path))
+            .unwrap_or_else(|e| panic!("{e}"));
+        b.register_table(name, mem(&batches))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    for (name, sql) in tpch_query_texts() {
+        let mine = rows(&run(&a, &sql).await);
+        let theirs = rows(&run(&b, &sql).await);
+        assert_eq!(mine, theirs, "{name}");
+        assert!(mine.len() > 1, "{name}: no rows");
+    }
+}
+
 #[tokio::test]
 async fn a_directory_or_a_glob_of_files_is_one_table() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
