@@ -7,7 +7,21 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn zipflow() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_zipflow"))
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_zipflow"));
+    // The tests send SIGINT and SIGTERM: the child handles them as a program started from a
+    // terminal does, even where the tests run with them ignored (a shell's background job
+    // ignores SIGINT, and zipflow keeps an ignored signal ignored).
+    // SAFETY: between fork and exec the closure only calls signal(2), which is
+    // async-signal-safe, and touches no memory of the parent.
+    unsafe {
+        c.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    c
 }
 
 fn run(args: &[&str], dir: &Path) -> Output {
