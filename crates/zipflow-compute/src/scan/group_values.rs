@@ -29,6 +29,11 @@ pub(super) enum KeyPart {
     S(String),
 }
 
+/// The bits a float groups by: `+ 0.0` turns -0.0 into +0.0, so the two zeros are one group.
+fn float_key(f: f64) -> u64 {
+    (f + 0.0).to_bits()
+}
+
 pub(super) fn key_part(v: &Value) -> KeyPart {
     match v {
         Value::Null => KeyPart::Null,
@@ -36,8 +41,7 @@ pub(super) fn key_part(v: &Value) -> KeyPart {
         Value::Int(x) => KeyPart::I(i128::from(*x)),
         Value::Decimal(x, _) => KeyPart::I(*x),
         Value::Date(d) => KeyPart::I(i128::from(*d)),
-        // `+ 0.0` makes -0.0 +0.0: the two zeros are one group.
-        Value::Float(f) => KeyPart::F((f + 0.0).to_bits()),
+        Value::Float(f) => KeyPart::F(float_key(*f)),
         Value::Str(s) => KeyPart::S(s.clone()),
     }
 }
@@ -496,7 +500,7 @@ pub(super) fn float_ids(x: impl Iterator<Item = f64>) -> (Vec<u32>, Vec<Value>) 
     let ids = x
         .map(|f| {
             let next = map.len() as u32;
-            *map.entry((f + 0.0).to_bits()).or_insert_with(|| {
+            *map.entry(float_key(f)).or_insert_with(|| {
                 distinct.push(Value::Float(f));
                 next
             })
