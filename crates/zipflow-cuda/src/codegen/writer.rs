@@ -40,6 +40,24 @@ impl Writer {
         self
     }
 
+    /// Each line of `text`, a template written without its absolute indentation, at the
+    /// current depth: a line's own leading spaces (its depth within the template) follow the
+    /// depth's, an empty line stays empty and a line that starts with `#` (a preprocessor
+    /// directive) goes at column 0. The last line ends in a newline whether or not `text`
+    /// does; a final newline adds no empty line.
+    pub(crate) fn lines(&mut self, text: impl AsRef<str>) -> &mut Writer {
+        for l in text.as_ref().lines() {
+            if l.is_empty() {
+                self.blank();
+            } else if l.starts_with('#') {
+                self.directive(l);
+            } else {
+                self.line(l);
+            }
+        }
+        self
+    }
+
     /// Text already laid out (whole lines, each ending in a newline), as it is.
     pub(crate) fn raw(&mut self, text: impl AsRef<str>) -> &mut Writer {
         self.out.push_str(text.as_ref());
@@ -106,6 +124,17 @@ mod tests {
         assert_eq!(
             w.finish(),
             "  const u32 c = 1u;\n  if (c != 0u) {\n    x = c;\n  } else {\n#pragma unroll\n    x = 0u;\n  }\n\n"
+        );
+    }
+
+    #[test]
+    fn templates_keep_their_own_indentation_below_the_depth() {
+        let mut w = Writer::at(2);
+        w.lines("if (c) {\n#pragma unroll\n  x = c;\n\n}\n")
+            .lines("y = x;");
+        assert_eq!(
+            w.finish(),
+            "    if (c) {\n#pragma unroll\n      x = c;\n\n    }\n    y = x;\n"
         );
     }
 }

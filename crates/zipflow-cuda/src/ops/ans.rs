@@ -93,9 +93,9 @@ impl Gen<'_> {
                 .directive(format!("#define ZF_ANS_WIN {ANS_WINDOW}u"))
                 .line("__shared__ u32 zf_atab[4096];")
                 .line("__shared__ u16 zf_awin[ZF_THREADS / 32u][ZF_ANS_WIN];")
+                .raw(ANS_RENORM)
                 .finish();
             self.src.push_str(&decl);
-            self.src.push_str(ANS_RENORM);
         }
         let nphases = match n.ptype {
             PType::U8 => 1,

@@ -67,20 +67,20 @@ pub(crate) fn radix_body(n: &NodeSlots, t: &str) -> Result<String> {
     Ok(w.finish())
 }
 
-/// The lines that load group `g` of a `radix(base)` stream of 32-bit words `w` into `rest`
-/// (its `k` bits, from one or two words), four spaces in.
-pub(crate) fn radix_group(base: u32) -> String {
+/// Writes the lines that load group `g` of a `radix(base)` stream of 32-bit words `w` into
+/// `rest` (its `k` bits, from one or two words).
+pub(crate) fn radix_group(w: &mut Writer, base: u32) {
     let (_, k) = zipflow_encodings::radix::layout(base);
     let mask = if k == 32 { u32::MAX } else { (1u32 << k) - 1 };
-    format!(
-        r#"    const u64 bit = (u64)g * {k}u;
-    const u32* gw = w + (bit >> 5);
-    const u32 sh = (u32)bit & 31u;
-    u64 x = __ldg(gw);
-    if (sh + {k}u > 32u) x |= (u64)__ldg(gw + 1) << 32;
-    u32 rest = (u32)(x >> sh) & {mask}u;
+    w.lines(format!(
+        r#"const u64 bit = (u64)g * {k}u;
+const u32* gw = w + (bit >> 5);
+const u32 sh = (u32)bit & 31u;
+u64 x = __ldg(gw);
+if (sh + {k}u > 32u) x |= (u64)__ldg(gw + 1) << 32;
+u32 rest = (u32)(x >> sh) & {mask}u;
 "#
-    )
+    ));
 }
 
 /// The body of a tile kernel for `radix` or `for | radix`: each thread takes whole groups,
@@ -114,30 +114,36 @@ pub(crate) fn radix_groups_body(
         return Ok(None);
     };
     let (m, k) = zipflow_encodings::radix::layout(base);
-    let group = radix_group(base);
-    let body = format!(
-        r#"  (void)vec;
-  const u32 P0 = vec * 1024u, P1 = min(P0 + ZF_TILE_VECTORS * 1024u, len);
-  if (P0 >= len) return;
-  // radix({base}): {m} digits in {k} bits a group; the block's values staged in order.
-  __shared__ {t} zf_rst[ZF_TILE_VECTORS * 1024u];
-  const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
-  const u32 G1 = (P1 + {m}u - 1u) / {m}u;
-  for (u32 g = P0 / {m}u + threadIdx.x; g < G1; g += ZF_THREADS) {{
-{group}#pragma unroll
-    for (u32 d = 0u; d < {m}u; ++d) {{
-      const u32 q = rest / {base}u, p = g * {m}u + d;
-      const u32 v = rest - q * {base}u;
-      if (p >= P0 && p < P1) zf_rst[p - P0] = {value};
-      rest = q;
-    }}
-  }}
-  __syncthreads();
-  for (u32 p = P0 + threadIdx.x; p < P1; p += ZF_THREADS) o[p] = zf_rst[p - P0];
+    let mut w = Writer::at(1);
+    w.lines(format!(
+        r#"(void)vec;
+const u32 P0 = vec * 1024u, P1 = min(P0 + ZF_TILE_VECTORS * 1024u, len);
+if (P0 >= len) return;
+// radix({base}): {m} digits in {k} bits a group; the block's values staged in order.
+__shared__ {t} zf_rst[ZF_TILE_VECTORS * 1024u];
+const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
+const u32 G1 = (P1 + {m}u - 1u) / {m}u;
 "#,
         off = r.base + 1,
-    );
-    Ok(Some((String::new(), body)))
+    ))
+    .open(format!(
+        "for (u32 g = P0 / {m}u + threadIdx.x; g < G1; g += ZF_THREADS)"
+    ));
+    radix_group(&mut w, base);
+    w.lines(format!(
+        r#"#pragma unroll
+for (u32 d = 0u; d < {m}u; ++d) {{
+  const u32 q = rest / {base}u, p = g * {m}u + d;
+  const u32 v = rest - q * {base}u;
+  if (p >= P0 && p < P1) zf_rst[p - P0] = {value};
+  rest = q;
+}}
+"#
+    ))
+    .close()
+    .line("__syncthreads();")
+    .line("for (u32 p = P0 + threadIdx.x; p < P1; p += ZF_THREADS) o[p] = zf_rst[p - P0];");
+    Ok(Some((String::new(), w.finish())))
 }
 
 /// The body of `zf_n<k>` for `radix` node `k`.

@@ -46,7 +46,7 @@
 
 mod root;
 
-use super::{Gen, NodeSlots};
+use super::{Gen, NodeSlots, Writer};
 use crate::shape::Op;
 use zipflow_core::{PType, Result};
 
@@ -230,20 +230,19 @@ __device__ u64 zf_tab_scan(u32* t, u32 nseg, u32 cap) {
 
 /// Declares `d0 .. d{n-1}`: the `n` dictionary words from word `wa`; `gather`: only those
 /// holding the `len` bytes from byte `src` (see [`one_step`]), the others zero.
-fn dict_words(n: usize, len: &str, gather: bool) -> String {
+fn dict_words(w: &mut Writer, n: usize, len: &str, gather: bool) {
     let list = |f: &dyn Fn(usize) -> String| (0..n).map(f).collect::<Vec<_>>().join(", ");
-    match gather {
-        true => format!(
-            "              const u32 nw = ((src & 3u) + {len} + 3u) >> 2;\n              u32 {};\n{}",
-            list(&|i| format!("d{i} = 0u")),
-            (0..n)
-                .map(|i| format!("              if (nw > {i}u) d{i} = dw[wa + {i}u];\n"))
-                .collect::<String>()
-        ),
-        false => format!(
-            "              const u32 {};\n",
+    if gather {
+        w.line(format!("const u32 nw = ((src & 3u) + {len} + 3u) >> 2;"))
+            .line(format!("u32 {};", list(&|i| format!("d{i} = 0u"))));
+        for i in 0..n {
+            w.line(format!("if (nw > {i}u) d{i} = dw[wa + {i}u];"));
+        }
+    } else {
+        w.line(format!(
+            "const u32 {};",
             list(&|i| format!("d{i} = dw[wa + {i}u]"))
-        ),
+        ));
     }
 }
 
@@ -256,11 +255,10 @@ fn dict_words(n: usize, len: &str, gather: bool) -> String {
 /// root, whose lanes gather from a large dictionary, so that a short token's lane stays out
 /// of the banks its neighbours read; a small `strdict` dictionary's lanes mostly read the
 /// same words (one broadcast), and the tests cost more than they save there.
-fn one_step(kw: usize, d: usize, gather: bool) -> String {
+fn one_step(w: &mut Writer, kw: usize, d: usize, gather: bool) {
     let (bytes, read) = (4 * kw, kw + 1);
     let upto = if gather { "up to " } else { "" };
     let list = |f: &dyn Fn(usize) -> String, n: usize| (0..n).map(f).collect::<Vec<_>>().join(", ");
-    let loads = dict_words(kw + 1, "sl[j]", gather);
     let ts = list(
         &|i| format!("t{i} = __funnelshift_r(d{i}, d{}, sh)", i + 1),
         kw,
@@ -273,30 +271,34 @@ fn one_step(kw: usize, d: usize, gather: bool) -> String {
         },
         kw + 1,
     );
-    let stores: String = (1..kw)
-        .map(|i| format!("              if (full > {i}u) sw[wi + {i}u] = o{i};\n"))
-        .collect();
     let pick = (0..kw).fold(format!("o{kw}"), |acc, i| {
         let i = kw - 1 - i;
         format!("full == {i}u ? o{i} : {acc}")
     });
-    format!(
-        r#"            // Every entry has at most {bytes} bytes: one step a token, {upto}{read} words read.
-#pragma unroll
-            for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j) {{
-              const u32 src = zf_dsh{d} + so[j], wa = src >> 2, sh = (src & 3u) * 8u;
-{loads}              const u32 {ts};
-              const u32 {outs};
-              const u32 bits = nb + sl[j] * 8u, full = bits >> 5;
-              if (full > 0u) {{
-                if (wi == wf) first = o0; else sw[wi] = o0;
-              }}
-{stores}              nb = bits & 31u;
-              pend = ({pick}) & __funnelshift_lc(0xffffffffu, 0u, nb);
-              wi += full;
-            }}
-"#
-    )
+    w.line(format!(
+        "// Every entry has at most {bytes} bytes: one step a token, {upto}{read} words read."
+    ))
+    .directive("#pragma unroll")
+    .open("for (u32 j = 0u; j < ZF_TOK_ITEMS; ++j)")
+    .line(format!(
+        "const u32 src = zf_dsh{d} + so[j], wa = src >> 2, sh = (src & 3u) * 8u;"
+    ));
+    dict_words(w, kw + 1, "sl[j]", gather);
+    w.line(format!("const u32 {ts};"))
+        .line(format!("const u32 {outs};"))
+        .line("const u32 bits = nb + sl[j] * 8u, full = bits >> 5;")
+        .open("if (full > 0u)")
+        .line("if (wi == wf) first = o0; else sw[wi] = o0;")
+        .close();
+    for i in 1..kw {
+        w.line(format!("if (full > {i}u) sw[wi + {i}u] = o{i};"));
+    }
+    w.line("nb = bits & 31u;")
+        .line(format!(
+            "pend = ({pick}) & __funnelshift_lc(0xffffffffu, 0u, nb);"
+        ))
+        .line("wi += full;")
+        .close();
 }
 
 impl Gen<'_> {
@@ -373,18 +375,21 @@ impl Gen<'_> {
     /// The expansion's loop over the block's segments (`seg`, from the work entry's `seg0`),
     /// around `body`: one barrier between segments, so that the next one's staging waits
     /// for the last one's readers. With one segment a block, just that segment.
-    fn segment_loop(&self, body: &str) -> String {
+    fn segment_loop(&self, w: &mut Writer, body: impl FnOnce(&mut Writer)) {
         if self.segments_per_block() == 1 {
-            return format!("  const u32 seg = seg0;\n{body}");
+            w.line("const u32 seg = seg0;");
+            body(w);
+            return;
         }
-        format!(
-            r#"  const u32 zf_nseg = max(1u, (len + ZF_SEG_ROWS - 1u) / ZF_SEG_ROWS);
-  for (u32 seg = seg0; seg < min(seg0 + {per}u, zf_nseg); ++seg) {{
-  if (seg != seg0) __syncthreads();
-{body}  }}
-"#,
-            per = self.segments_per_block()
-        )
+        // The loop's lines stay at its depth.
+        w.line("const u32 zf_nseg = max(1u, (len + ZF_SEG_ROWS - 1u) / ZF_SEG_ROWS);")
+            .line(format!(
+                "for (u32 seg = seg0; seg < min(seg0 + {}u, zf_nseg); ++seg) {{",
+                self.segments_per_block()
+            ))
+            .line("if (seg != seg0) __syncthreads();");
+        body(w);
+        w.line("}");
     }
 
     /// Declares the dynamic shared memory of string kernels once: the dictionary's entry
@@ -404,7 +409,8 @@ impl Gen<'_> {
         };
         // Entries of one length need neither token positions nor staged codes: the smaller
         // block lets more of them share a multiprocessor.
-        let (tp_words, code_words) = if self.fixed_length(0).is_some() {
+        let fixed = self.fixed_length(0).is_some();
+        let (tp_words, code_words) = if fixed {
             (0, 0)
         } else if narrow {
             (self.tile_tokens(), seg_tok / 2)
@@ -415,18 +421,6 @@ impl Gen<'_> {
         let (code_t, code_quad) = if narrow { ("u16", 8) } else { ("u32", 4) };
         let seg_rows = self.segment_rows();
         let words = u32::from(self.nodes[0].op == Op::Words);
-        // Entries of one byte: each warp stages its own pieces of the output.
-        let fix_piece = if self.fixed_length(0).is_some() {
-            format!(
-                r#"#define ZF_FIX_PIECE {FIXED_PIECE}u
-#if ZF_STR_STAGE < (ZF_THREADS / 32u) * (ZF_FIX_PIECE + 16u)
-#error "each warp's piece of the output must fit the stage"
-#endif
-"#
-            )
-        } else {
-            String::new()
-        };
         self.dyn_smem = offs * 4;
         // The dictionary's bytes come last, with slack: the expansion reads up to 28 bytes from
         // the word that holds an entry's first byte, 16 bytes into the stage at most.
@@ -438,9 +432,7 @@ impl Gen<'_> {
             self.expand_narrow_smem =
                 (offs + tp_words + code_words / 2) * 4 + STAGE_BYTES_NARROW_STRINGS + dict + 48;
             (
-                format!(
-                    "zf_stage_t\n#define ZF_STAGE_WIDE {stage}u\n#define ZF_STAGE_NARROW {STAGE_BYTES_NARROW_STRINGS}u"
-                ),
+                "zf_stage_t".to_string(),
                 "zf_code_t",
                 "(u32)sizeof(ZF_CODE_T) * ZF_SEG_TOK / 4u".to_string(),
             )
@@ -450,12 +442,19 @@ impl Gen<'_> {
         let tile = self.tile_tokens();
         let items = tile / super::STRING_THREADS;
         let rows = seg_rows / super::STRING_THREADS;
-        self.src.push_str(&format!(
-            r#"
-#define ZF_STR_OFFS {offs}u
-#define ZF_STR_DICT {dict}u
-#define ZF_STR_STAGE {stage_define}
-#define ZF_SEG_ROWS {seg_rows}u
+        let mut w = Writer::at(0);
+        w.blank()
+            .directive(format!("#define ZF_STR_OFFS {offs}u"))
+            .directive(format!("#define ZF_STR_DICT {dict}u"))
+            .directive(format!("#define ZF_STR_STAGE {stage_define}"));
+        if self.narrow_expansion() {
+            w.directive(format!("#define ZF_STAGE_WIDE {stage}u"))
+                .directive(format!(
+                    "#define ZF_STAGE_NARROW {STAGE_BYTES_NARROW_STRINGS}u"
+                ));
+        }
+        w.lines(format!(
+            r#"#define ZF_SEG_ROWS {seg_rows}u
 #define ZF_TILE_TOK {tile}u
 #define ZF_SEG_TOK {seg_tok}u
 // Consecutive tokens per thread in a tile, consecutive rows per thread in a segment.
@@ -468,7 +467,20 @@ impl Gen<'_> {
 #if {words} && ZF_SEG_ROWS > ZF_TILE_TOK
 #error "a words segment's counts must fit a tile's token positions"
 #endif
-{fix_piece}// Dynamic shared memory: dictionary offsets (the first kernel uses only these), a tile's
+"#
+        ));
+        // Entries of one byte: each warp stages its own pieces of the output.
+        if fixed {
+            w.lines(format!(
+                r#"#define ZF_FIX_PIECE {FIXED_PIECE}u
+#if ZF_STR_STAGE < (ZF_THREADS / 32u) * (ZF_FIX_PIECE + 16u)
+#error "each warp's piece of the output must fit the stage"
+#endif
+"#
+            ));
+        }
+        w.lines(format!(
+            r#"// Dynamic shared memory: dictionary offsets (the first kernel uses only these), a tile's
 // token positions (a segment's counts before), a segment's codes (or a tile's), the tile's
 // staged bytes, dictionary bytes.
 extern __shared__ __align__(16) u8 zf_dyn[];
@@ -479,8 +491,9 @@ extern __shared__ __align__(16) u8 zf_dyn[];
 #define zf_stage (zf_dyn + 4u * (ZF_STR_OFFS + {tp_words}u + {code_words}))
 #define zf_sdict (zf_stage + ZF_STR_STAGE)
 "#
-        ));
-        self.src.push_str(STRING_HELPERS);
+        ))
+        .raw(STRING_HELPERS);
+        self.src.push_str(&w.finish());
     }
 
     /// Emits string dictionary `k` (`plain` over byte strings) for both kernels, declaring
@@ -501,107 +514,123 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         // The packed entries follow the `m + 1` offsets, padded to 16 bytes (the host sizes
         // the scratch region so).
         let packed = format!("zf_goff{k} + ((zf_m{k} + 4u) & ~3u)");
-        self.stages.push_str(&format!(
-            r#"  // node {k}: dictionary: entry offsets (exclusive sum of the lengths) to the chunk's
-  // scratch region, and to shared memory when they fit
-  const u32 zf_m{k} = (u32)e.prm[{b}];
-  const u32 zf_nb{k} = (u32)e.prm[{nb}];
-  u32* const zf_goff{k} = (u32*)(e.scratch + e.prm[{scratch}]);
-  u32* const zf_gpk{k} = {packed};
-  const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
-  // Whether every entry is packed in shared memory.
-  bool zf_allpk{k} = zf_m{k} < ZF_STR_OFFS;
-  {{
-    u64 carry = 0ull;
-    for (u32 i0 = 0u; i0 < zf_m{k}; i0 += ZF_THREADS) {{
-      const u32 i = i0 + threadIdx.x;
-      const u32 l = i < zf_m{k} ? (u32)zf_n{lengths}(e, i) : 0u;
-      u64 tot;
-      const u64 s = carry + zf_scan_excl<u64>((u64)l, &tot);
-      if (i < zf_m{k}) {{
-        const u32 v = (u32)min(s, (u64)0xffffffffu);
-        zf_goff{k}[i] = v;
-        if (zf_m{k} < ZF_STR_OFFS) {{
-          const u32 pk = zf_pack(s, l);
-          zf_soff[i] = zf_gpk{k}[i] = pk;
-          zf_allpk{k} &= pk != 0xffffffffu;
-        }}
+        let stage = Writer::at(1)
+            .lines(format!(
+                r#"// node {k}: dictionary: entry offsets (exclusive sum of the lengths) to the chunk's
+// scratch region, and to shared memory when they fit
+const u32 zf_m{k} = (u32)e.prm[{b}];
+const u32 zf_nb{k} = (u32)e.prm[{nb}];
+u32* const zf_goff{k} = (u32*)(e.scratch + e.prm[{scratch}]);
+u32* const zf_gpk{k} = {packed};
+const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
+// Whether every entry is packed in shared memory.
+bool zf_allpk{k} = zf_m{k} < ZF_STR_OFFS;
+{{
+  u64 carry = 0ull;
+  for (u32 i0 = 0u; i0 < zf_m{k}; i0 += ZF_THREADS) {{
+    const u32 i = i0 + threadIdx.x;
+    const u32 l = i < zf_m{k} ? (u32)zf_n{lengths}(e, i) : 0u;
+    u64 tot;
+    const u64 s = carry + zf_scan_excl<u64>((u64)l, &tot);
+    if (i < zf_m{k}) {{
+      const u32 v = (u32)min(s, (u64)0xffffffffu);
+      zf_goff{k}[i] = v;
+      if (zf_m{k} < ZF_STR_OFFS) {{
+        const u32 pk = zf_pack(s, l);
+        zf_soff[i] = zf_gpk{k}[i] = pk;
+        zf_allpk{k} &= pk != 0xffffffffu;
       }}
-      carry += tot;
     }}
-    if (threadIdx.x == 0u) {{
-      const u32 v = (u32)min(carry, (u64)0xffffffffu);
-      zf_goff{k}[zf_m{k}] = v;
-      if (zf_m{k} < ZF_STR_OFFS) zf_soff[zf_m{k}] = zf_gpk{k}[zf_m{k}] = v;
-      if (carry != (u64)zf_nb{k}) atomicOr(e.err, ZF_ERR_STR);
-    }}
-    zf_allpk{k} = __syncthreads_and(zf_allpk{k});
+    carry += tot;
   }}
-  (void)zf_allpk{k};
-  const bool zf_dok{k} = zf_doff{k}[zf_m{k}] == zf_nb{k};
-"#
-        ));
-        // Byte q of the dictionary is at `zf_sdict[zf_dsh + q]`: a plain child is copied 16
-        // bytes at a time from the 16 holding its first byte, its last bytes a word at a time.
-        let copy = if self.nodes[bytes].op == Op::Plain {
-            let off = self.nodes[bytes].base + 1;
-            format!(
-                r#"  const u32 zf_dsh{k} = (u32)e.prm[{off}] & 15u;
-  if (zf_sb{k}) {{
-    const u32* src = (const u32*)(e.in + (e.prm[{off}] & ~15ull));
-    const u32 end = zf_dsh{k} + zf_nb{k}, nq = end >> 4;
-    for (u32 i = threadIdx.x; i < nq; i += ZF_THREADS) ((uint4*)zf_sdict)[i] = __ldg((const uint4*)src + i);
-    for (u32 i = 4u * nq + threadIdx.x; i < (end + 3u) >> 2; i += ZF_THREADS) ((u32*)zf_sdict)[i] = __ldg(src + i);
+  if (threadIdx.x == 0u) {{
+    const u32 v = (u32)min(carry, (u64)0xffffffffu);
+    zf_goff{k}[zf_m{k}] = v;
+    if (zf_m{k} < ZF_STR_OFFS) zf_soff[zf_m{k}] = zf_gpk{k}[zf_m{k}] = v;
+    if (carry != (u64)zf_nb{k}) atomicOr(e.err, ZF_ERR_STR);
   }}
+  zf_allpk{k} = __syncthreads_and(zf_allpk{k});
+}}
+(void)zf_allpk{k};
+const bool zf_dok{k} = zf_doff{k}[zf_m{k}] == zf_nb{k};
 "#
-            )
-        } else {
-            format!(
-                "  const u32 zf_dsh{k} = 0u;\n  if (zf_sb{k}) for (u32 q = threadIdx.x; q < zf_nb{k}; q += ZF_THREADS) zf_sdict[q] = zf_n{bytes}(e, q);\n"
-            )
-        };
+            ))
+            .finish();
+        self.stages.push_str(&stage);
+        let mut w = Writer::at(1);
         if let Some(length) = self.fixed_length(0) {
             // Entries of one length: entry c at c * L. The expansion reads no offsets, so it
             // runs without the first kernel.
-            self.expand.push_str(&format!(
-                r#"  // node {k}: dictionary of entries of one length: its bytes, to shared memory
-  // when they fit
-  const u32 zf_m{k} = (u32)e.prm[{b}];
-  const u32 zf_nb{k} = (u32)e.prm[{nb}];
-  const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
-{copy}#define zf_dok{k} ((u64)zf_m{k} * ({length}) == (u64)zf_nb{k})
+            w.lines(format!(
+                r#"// node {k}: dictionary of entries of one length: its bytes, to shared memory
+// when they fit
+const u32 zf_m{k} = (u32)e.prm[{b}];
+const u32 zf_nb{k} = (u32)e.prm[{nb}];
+const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
 "#
             ));
+            self.dict_copy(&mut w, k, bytes);
+            w.directive(format!(
+                "#define zf_dok{k} ((u64)zf_m{k} * ({length}) == (u64)zf_nb{k})"
+            ));
+            self.expand.push_str(&w.finish());
             return Ok(());
         }
-        self.expand.push_str(&format!(
-            r#"  // node {k}: dictionary: entry offsets (from the first kernel) and bytes, to shared
-  // memory when they fit
-  const u32 zf_m{k} = (u32)e.prm[{b}];
-  const u32 zf_nb{k} = (u32)e.prm[{nb}];
-  const u32* const zf_goff{k} = (const u32*)(e.scratch + e.prm[{scratch}]);
-  const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
-  const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
-  // The longest of the packed entries this thread copies (an entry that does not pack reads
-  // as 255, and so do all when the offsets are not in shared memory).
-  u32 zf_lmax{k} = zf_m{k} < ZF_STR_OFFS ? 0u : 255u;
-  if (zf_m{k} < ZF_STR_OFFS) {{
-    // The packed entries the first kernel wrote after the offsets, 16 bytes at a time.
-    const uint4* const pk = (const uint4*)({packed});
-    for (u32 i = threadIdx.x; i < (zf_m{k} + 4u) >> 2; i += ZF_THREADS) {{
-      const uint4 v = pk[i];
-      ((uint4*)zf_soff)[i] = v;
-      const u32 c = 4u * i;
-      zf_lmax{k} = max(zf_lmax{k}, max(max(c < zf_m{k} ? v.x >> 24 : 0u, c + 1u < zf_m{k} ? v.y >> 24 : 0u),
-          max(c + 2u < zf_m{k} ? v.z >> 24 : 0u, c + 3u < zf_m{k} ? v.w >> 24 : 0u)));
-    }}
+        w.lines(format!(
+            r#"// node {k}: dictionary: entry offsets (from the first kernel) and bytes, to shared
+// memory when they fit
+const u32 zf_m{k} = (u32)e.prm[{b}];
+const u32 zf_nb{k} = (u32)e.prm[{nb}];
+const u32* const zf_goff{k} = (const u32*)(e.scratch + e.prm[{scratch}]);
+const u32* const zf_doff{k} = zf_m{k} < ZF_STR_OFFS ? zf_soff : zf_goff{k};
+const bool zf_sb{k} = zf_nb{k} + 4u <= ZF_STR_DICT;
+// The longest of the packed entries this thread copies (an entry that does not pack reads
+// as 255, and so do all when the offsets are not in shared memory).
+u32 zf_lmax{k} = zf_m{k} < ZF_STR_OFFS ? 0u : 255u;
+if (zf_m{k} < ZF_STR_OFFS) {{
+  // The packed entries the first kernel wrote after the offsets, 16 bytes at a time.
+  const uint4* const pk = (const uint4*)({packed});
+  for (u32 i = threadIdx.x; i < (zf_m{k} + 4u) >> 2; i += ZF_THREADS) {{
+    const uint4 v = pk[i];
+    ((uint4*)zf_soff)[i] = v;
+    const u32 c = 4u * i;
+    zf_lmax{k} = max(zf_lmax{k}, max(max(c < zf_m{k} ? v.x >> 24 : 0u, c + 1u < zf_m{k} ? v.y >> 24 : 0u),
+        max(c + 2u < zf_m{k} ? v.z >> 24 : 0u, c + 3u < zf_m{k} ? v.w >> 24 : 0u)));
   }}
-{copy}  // Read after the root's first barrier.
-#define zf_dok{k} (zf_doff{k}[zf_m{k}] == zf_nb{k})
-"#,
-            copy = copy,
+}}
+"#
         ));
+        self.dict_copy(&mut w, k, bytes);
+        w.line("// Read after the root's first barrier.")
+            .directive(format!(
+                "#define zf_dok{k} (zf_doff{k}[zf_m{k}] == zf_nb{k})"
+            ));
+        self.expand.push_str(&w.finish());
         Ok(())
+    }
+
+    /// The copy of string dictionary `k`'s bytes (node `bytes`) to shared memory, where they
+    /// fit (`zf_sb<k>`), and `zf_dsh<k>`, where they start there.
+    fn dict_copy(&self, w: &mut Writer, k: usize, bytes: usize) {
+        // Byte q of the dictionary is at `zf_sdict[zf_dsh + q]`: a plain child is copied 16
+        // bytes at a time from the 16 holding its first byte, its last bytes a word at a time.
+        if self.nodes[bytes].op == Op::Plain {
+            let off = self.nodes[bytes].base + 1;
+            w.lines(format!(
+                r#"const u32 zf_dsh{k} = (u32)e.prm[{off}] & 15u;
+if (zf_sb{k}) {{
+  const u32* src = (const u32*)(e.in + (e.prm[{off}] & ~15ull));
+  const u32 end = zf_dsh{k} + zf_nb{k}, nq = end >> 4;
+  for (u32 i = threadIdx.x; i < nq; i += ZF_THREADS) ((uint4*)zf_sdict)[i] = __ldg((const uint4*)src + i);
+  for (u32 i = 4u * nq + threadIdx.x; i < (end + 3u) >> 2; i += ZF_THREADS) ((u32*)zf_sdict)[i] = __ldg(src + i);
+}}
+"#
+            ));
+        } else {
+            w.line(format!("const u32 zf_dsh{k} = 0u;")).line(format!(
+                "if (zf_sb{k}) for (u32 q = threadIdx.x; q < zf_nb{k}; q += ZF_THREADS) zf_sdict[q] = zf_n{bytes}(e, q);"
+            ));
+        }
     }
 
     /// Emits `zf_each<k>(e, first, cnt, tid, nth, f)` once: `nth` threads (`tid` is the
@@ -620,66 +649,75 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         }
         self.staged.push(k);
         let n = &self.nodes[k];
-        let body = if n.op == Op::BitPack && n.ptype == PType::U32 {
-            format!(
-                r#"  if (cnt == 0u) return;
-  const u32* __restrict__ w = (const u32*)(e.in + e.prm[{words}]);
-  const u32 W = {width};
-  const u32 v0 = first >> 10, items = (((first + cnt - 1u) >> 10) - v0 + 1u) * 128u;
-  // Item i: lane i % 32, rows 8 * g .. 8 * g + 8 (g = (i / 32) % 4) of vector v0 + i / 128.
-  // Row 8 * g + s of a lane holds value 128 * s + 32 * FL_ORDER[g] + lane of its vector; the
-  // lane's bits run on through its words (32 apart), so each value is a shift of a window.
-  for (u32 i = tid; i < items; i += nth) {{
-    const u32 lane = i & 31u, g = (i >> 5) & 3u, v = v0 + (i >> 7);
-    const u32 base = v * 1024u + (((g & 1u) << 1) | (g >> 1)) * 32u + lane;
-    if (base + 896u < first || base >= first + cnt) continue;
-    if (W == 0u) {{
+        let mut w = Writer::at(0);
+        w.blank()
+            .line(format!(
+                "// node {k}: f(i, value first + i) for i < cnt (the calling threads); SPLIT: a separate"
+            ))
+            .line("// unchecked path for values away from the range's edges, where the encoding has one")
+            .line("template <bool SPLIT = false, typename F>")
+            .open(format!(
+                "__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, u32 tid, u32 nth, F f)"
+            ));
+        if n.op == Op::BitPack && n.ptype == PType::U32 {
+            w.lines(format!(
+                r#"if (cnt == 0u) return;
+const u32* __restrict__ w = (const u32*)(e.in + e.prm[{words}]);
+const u32 W = {width};
+const u32 v0 = first >> 10, items = (((first + cnt - 1u) >> 10) - v0 + 1u) * 128u;
+// Item i: lane i % 32, rows 8 * g .. 8 * g + 8 (g = (i / 32) % 4) of vector v0 + i / 128.
+// Row 8 * g + s of a lane holds value 128 * s + 32 * FL_ORDER[g] + lane of its vector; the
+// lane's bits run on through its words (32 apart), so each value is a shift of a window.
+for (u32 i = tid; i < items; i += nth) {{
+  const u32 lane = i & 31u, g = (i >> 5) & 3u, v = v0 + (i >> 7);
+  const u32 base = v * 1024u + (((g & 1u) << 1) | (g >> 1)) * 32u + lane;
+  if (base + 896u < first || base >= first + cnt) continue;
+  if (W == 0u) {{
 #pragma unroll
-      for (u32 s = 0u; s < 8u; ++s) if (base + 128u * s - first < cnt) f(base + 128u * s - first, 0u);
-      continue;
+    for (u32 s = 0u; s < 8u; ++s) if (base + 128u * s - first < cnt) f(base + 128u * s - first, 0u);
+    continue;
+  }}
+  const u32* lw = w + (u64)v * (32u * W) + lane;
+  const u32 mask = W == 32u ? 0xffffffffu : (1u << W) - 1u;
+  const u32 bit = g * 8u * W;
+  u32 k = bit >> 5, sh = bit & 31u;
+  u64 win = (u64)__ldg(lw + 32u * k) | (k + 1u < W ? (u64)__ldg(lw + 32u * (k + 1u)) << 32 : 0ull);
+  // With SPLIT, an item whose eight values all lie in the range (all but the edges) goes
+  // unchecked.
+  const bool whole = SPLIT && base >= first && base + 896u < first + cnt;
+  if (8u * W <= 32u) {{
+    // All eight values lie in the window from `sh`: constant shifts.
+    const u64 x = win >> sh;
+#pragma unroll
+    for (u32 s = 0u; s < 8u; ++s) {{
+      const u32 p = base + 128u * s - first;
+      if (whole || p < cnt) f(p, (u32)(x >> (s * W)) & mask);
     }}
-    const u32* lw = w + (u64)v * (32u * W) + lane;
-    const u32 mask = W == 32u ? 0xffffffffu : (1u << W) - 1u;
-    const u32 bit = g * 8u * W;
-    u32 k = bit >> 5, sh = bit & 31u;
-    u64 win = (u64)__ldg(lw + 32u * k) | (k + 1u < W ? (u64)__ldg(lw + 32u * (k + 1u)) << 32 : 0ull);
-    // With SPLIT, an item whose eight values all lie in the range (all but the edges) goes
-    // unchecked.
-    const bool whole = SPLIT && base >= first && base + 896u < first + cnt;
-    if (8u * W <= 32u) {{
-      // All eight values lie in the window from `sh`: constant shifts.
-      const u64 x = win >> sh;
+  }} else {{
 #pragma unroll
-      for (u32 s = 0u; s < 8u; ++s) {{
-        const u32 p = base + 128u * s - first;
-        if (whole || p < cnt) f(p, (u32)(x >> (s * W)) & mask);
-      }}
-    }} else {{
-#pragma unroll
-      for (u32 s = 0u; s < 8u; ++s) {{
-        const u32 p = base + 128u * s - first;
-        if (whole || p < cnt) f(p, (u32)(win >> sh) & mask);
-        sh += W;
-        if (sh >= 32u) {{
-          sh -= 32u;
-          ++k;
-          win = (win >> 32) | (k + 1u < W ? (u64)__ldg(lw + 32u * (k + 1u)) << 32 : 0ull);
-        }}
+    for (u32 s = 0u; s < 8u; ++s) {{
+      const u32 p = base + 128u * s - first;
+      if (whole || p < cnt) f(p, (u32)(win >> sh) & mask);
+      sh += W;
+      if (sh >= 32u) {{
+        sh -= 32u;
+        ++k;
+        win = (win >> 32) | (k + 1u < W ? (u64)__ldg(lw + 32u * (k + 1u)) << 32 : 0ull);
       }}
     }}
   }}
+}}
 "#,
                 words = n.base + 1,
                 width = super::width_expr(n),
-            )
-        } else if let Some(body) = self.radix_groups(k) {
-            body
-        } else {
-            format!("  for (u32 i = tid; i < cnt; i += nth) f(i, (u32)zf_n{k}(e, first + i));\n")
-        };
-        self.src.push_str(&format!(
-            "\n// node {k}: f(i, value first + i) for i < cnt (the calling threads); SPLIT: a separate\n// unchecked path for values away from the range's edges, where the encoding has one\ntemplate <bool SPLIT = false, typename F>\n__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, u32 tid, u32 nth, F f) {{\n{body}}}\n"
-        ));
+            ));
+        } else if !self.radix_groups(&mut w, k) {
+            w.line(format!(
+                "for (u32 i = tid; i < cnt; i += nth) f(i, (u32)zf_n{k}(e, first + i));"
+            ));
+        }
+        w.close();
+        self.src.push_str(&w.finish());
         name
     }
 
@@ -729,95 +767,109 @@ extern __shared__ __align__(16) u8 zf_dyn[];
         let name = format!("zf_codes8_{k}");
         let n = &self.nodes[k];
         let (words, width) = (n.base + 1, super::width_expr(n));
-        self.src.push_str(&format!(
-            r#"
-// node {k}: codes first .. first + cnt (first a multiple of 8) to dst as u16, eight a thread.
-__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE_T* dst) {{
-  const u32* __restrict__ w = (const u32*)(e.in + e.prm[{words}]);
-  const u32 W = {width}, m = W == 32u ? 0xffffffffu : (1u << W) - 1u;
-  // Whole 16-byte words when the stream is so aligned (its vectors and rows are).
-  const bool quad = ((size_t)w & 15u) == 0u;
-  for (u32 q = threadIdx.x; q < (cnt + 7u) >> 3; q += ZF_THREADS) {{
-    u32 c[8] = {{0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}};
-    if (W != 0u) {{
-      // Value r of its vector: lane r % 32, row 8 * FL_ORDER[(r / 32) % 4] + r / 128.
-      const u32 i = first + 8u * q, r = i & 1023u, gq = (r >> 5) & 3u;
-      const u32 bit = (8u * (((gq & 1u) << 1) | (gq >> 1)) + (r >> 7)) * W, sh = bit & 31u;
-      const u32* const lw = w + (u64)(i >> 10) * (32u * W) + 32u * (bit >> 5) + (r & 24u);
-      u32 a[8], b[8] = {{0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}};
-      if (quad) {{
-        const uint4 a0 = __ldg((const uint4*)lw), a1 = __ldg((const uint4*)lw + 1);
-        a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;
-        if (sh + W > 32u) {{
-          const uint4 b0 = __ldg((const uint4*)(lw + 32u)), b1 = __ldg((const uint4*)(lw + 32u) + 1);
-          b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
-        }}
-      }} else {{
-#pragma unroll
-        for (u32 j = 0u; j < 8u; ++j) a[j] = __ldg(lw + j);
-        if (sh + W > 32u) {{
-#pragma unroll
-          for (u32 j = 0u; j < 8u; ++j) b[j] = __ldg(lw + 32u + j);
-        }}
+        let mut w = Writer::at(0);
+        w.blank()
+            .line(format!(
+                "// node {k}: codes first .. first + cnt (first a multiple of 8) to dst as u16, eight a thread."
+            ))
+            .open(format!(
+                "__device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE_T* dst)"
+            ))
+            .lines(format!(
+                r#"const u32* __restrict__ w = (const u32*)(e.in + e.prm[{words}]);
+const u32 W = {width}, m = W == 32u ? 0xffffffffu : (1u << W) - 1u;
+// Whole 16-byte words when the stream is so aligned (its vectors and rows are).
+const bool quad = ((size_t)w & 15u) == 0u;
+for (u32 q = threadIdx.x; q < (cnt + 7u) >> 3; q += ZF_THREADS) {{
+  u32 c[8] = {{0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}};
+  if (W != 0u) {{
+    // Value r of its vector: lane r % 32, row 8 * FL_ORDER[(r / 32) % 4] + r / 128.
+    const u32 i = first + 8u * q, r = i & 1023u, gq = (r >> 5) & 3u;
+    const u32 bit = (8u * (((gq & 1u) << 1) | (gq >> 1)) + (r >> 7)) * W, sh = bit & 31u;
+    const u32* const lw = w + (u64)(i >> 10) * (32u * W) + 32u * (bit >> 5) + (r & 24u);
+    u32 a[8], b[8] = {{0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}};
+    if (quad) {{
+      const uint4 a0 = __ldg((const uint4*)lw), a1 = __ldg((const uint4*)lw + 1);
+      a[0] = a0.x; a[1] = a0.y; a[2] = a0.z; a[3] = a0.w; a[4] = a1.x; a[5] = a1.y; a[6] = a1.z; a[7] = a1.w;
+      if (sh + W > 32u) {{
+        const uint4 b0 = __ldg((const uint4*)(lw + 32u)), b1 = __ldg((const uint4*)(lw + 32u) + 1);
+        b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w; b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
       }}
+    }} else {{
 #pragma unroll
-      for (u32 j = 0u; j < 8u; ++j) c[j] = __funnelshift_r(a[j], b[j], sh) & m;
+      for (u32 j = 0u; j < 8u; ++j) a[j] = __ldg(lw + j);
+      if (sh + W > 32u) {{
+#pragma unroll
+        for (u32 j = 0u; j < 8u; ++j) b[j] = __ldg(lw + 32u + j);
+      }}
     }}
-    ((uint4*)dst)[q] = make_uint4(c[0] | (c[1] << 16), c[2] | (c[3] << 16), c[4] | (c[5] << 16), c[6] | (c[7] << 16));
+#pragma unroll
+    for (u32 j = 0u; j < 8u; ++j) c[j] = __funnelshift_r(a[j], b[j], sh) & m;
   }}
+  ((uint4*)dst)[q] = make_uint4(c[0] | (c[1] << 16), c[2] | (c[3] << 16), c[4] | (c[5] << 16), c[6] | (c[7] << 16));
 }}
 "#
-        ));
+            ))
+            .close();
+        self.src.push_str(&w.finish());
         name
     }
 
     /// The body of `zf_each<k>` for a `u32` `radix` node, or `for` over one: each thread
     /// takes whole groups (one or two loads for their digits) and peels the digits off with
     /// one constant division each, instead of dividing a group by a power of the base for
-    /// every value. `None` for other nodes.
-    fn radix_groups(&self, k: usize) -> Option<String> {
+    /// every value. Written to `w`; `false`, and nothing written, for other nodes.
+    fn radix_groups(&self, w: &mut Writer, k: usize) -> bool {
         let n = &self.nodes[k];
         let (r, add) = match n.op {
             Op::Radix => (n, String::new()),
-            Op::For => {
-                let r = &self.nodes[*n.children.first()?];
-                (r, format!(" + (u32)e.prm[{}]", n.base + 1))
-            }
-            _ => return None,
+            Op::For => match n.children.first() {
+                Some(&c) => (&self.nodes[c], format!(" + (u32)e.prm[{}]", n.base + 1)),
+                None => return false,
+            },
+            _ => return false,
         };
         if n.ptype != PType::U32 || r.op != Op::Radix || r.ptype != PType::U32 {
-            return None;
+            return false;
         }
-        let base = r.width.filter(|b| (2..=255).contains(b))?;
+        let Some(base) = r.width.filter(|b| (2..=255).contains(b)) else {
+            return false;
+        };
         let (m, bits) = zipflow_encodings::radix::layout(base);
-        let group = super::radix_group(base);
-        Some(format!(
-            r#"  if (cnt == 0u) return;
-  // radix({base}): {m} digits in {bits} bits a group.
-  const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
-  const u32 G1 = (first + cnt - 1u) / {m}u + 1u;
-  for (u32 g = first / {m}u + tid; g < G1; g += nth) {{
-{group}    const u32 i0 = g * {m}u - first;
-    if (SPLIT && g * {m}u >= first && i0 + {m}u <= cnt) {{
-      // With SPLIT, a whole group (all but the edges): its digits go unchecked.
-#pragma unroll
-      for (u32 d = 0u; d < {m}u; ++d) {{
-        const u32 q = rest / {base}u;
-        f(i0 + d, (rest - q * {base}u){add});
-        rest = q;
-      }}
-    }} else {{
-#pragma unroll
-      for (u32 d = 0u; d < {m}u; ++d) {{
-        const u32 q = rest / {base}u, i = i0 + d;
-        if (i < cnt) f(i, (rest - q * {base}u){add});
-        rest = q;
-      }}
-    }}
-  }}
+        w.lines(format!(
+            r#"if (cnt == 0u) return;
+// radix({base}): {m} digits in {bits} bits a group.
+const u32* __restrict__ w = (const u32*)(e.in + e.prm[{off}]);
+const u32 G1 = (first + cnt - 1u) / {m}u + 1u;
 "#,
             off = r.base + 1,
         ))
+        .open(format!(
+            "for (u32 g = first / {m}u + tid; g < G1; g += nth)"
+        ));
+        super::radix_group(w, base);
+        w.lines(format!(
+            r#"const u32 i0 = g * {m}u - first;
+if (SPLIT && g * {m}u >= first && i0 + {m}u <= cnt) {{
+  // With SPLIT, a whole group (all but the edges): its digits go unchecked.
+#pragma unroll
+  for (u32 d = 0u; d < {m}u; ++d) {{
+    const u32 q = rest / {base}u;
+    f(i0 + d, (rest - q * {base}u){add});
+    rest = q;
+  }}
+}} else {{
+#pragma unroll
+  for (u32 d = 0u; d < {m}u; ++d) {{
+    const u32 q = rest / {base}u, i = i0 + d;
+    if (i < cnt) f(i, (rest - q * {base}u){add});
+    rest = q;
+  }}
+}}
+"#
+        ))
+        .close();
+        true
     }
 
     /// The length of every entry of `strdict` root `k`'s dictionary, as an expression, when
@@ -857,144 +909,165 @@ __device__ __forceinline__ void {name}(const Env& e, u32 first, u32 cnt, ZF_CODE
     fn fixed_strings(&mut self, k: usize, length: &str) {
         let n = self.nodes[k].clone();
         let (b, codes, d) = (n.base, n.children[0], n.children[1]);
-        let bytes = self.nodes[d].children[1];
-        self.stages.push_str(&format!(
-            r#"  {{ // node {k}: strdict (entries of one length): the segment table is arithmetic
-    const u32 n = len, L = {length};
-    const u32 claimed = (u32)e.prm[{claimed}];
-    u32* const tab = (u32*)(e.scratch + e.prm[{tab}]);
-    const u32 nseg = max(1u, (n + ZF_SEG_ROWS - 1u) / ZF_SEG_ROWS);
-    for (u32 s = threadIdx.x; s <= nseg; s += ZF_THREADS) {{
-      const u32 r = min(s * ZF_SEG_ROWS, n);
-      tab[2u * s] = r;
-      tab[2u * s + 1u] = (u32)min((u64)r * L, (u64)claimed);
-    }}
-    if (threadIdx.x == 0u && ((u64)n * L != (u64)claimed || !zf_dok{d})) atomicOr(e.err, ZF_ERR_STR);
-  }}
+        let table = Writer::at(1)
+            .scope(format!(
+                "node {k}: strdict (entries of one length): the segment table is arithmetic"
+            ))
+            .lines(format!(
+                r#"const u32 n = len, L = {length};
+const u32 claimed = (u32)e.prm[{claimed}];
+u32* const tab = (u32*)(e.scratch + e.prm[{tab}]);
+const u32 nseg = max(1u, (n + ZF_SEG_ROWS - 1u) / ZF_SEG_ROWS);
+for (u32 s = threadIdx.x; s <= nseg; s += ZF_THREADS) {{
+  const u32 r = min(s * ZF_SEG_ROWS, n);
+  tab[2u * s] = r;
+  tab[2u * s + 1u] = (u32)min((u64)r * L, (u64)claimed);
+}}
+if (threadIdx.x == 0u && ((u64)n * L != (u64)claimed || !zf_dok{d})) atomicOr(e.err, ZF_ERR_STR);
 "#,
-            claimed = b + 2,
-            tab = b + 4,
-        ));
+                claimed = b + 2,
+                tab = b + 4,
+            ))
+            .close()
+            .finish();
+        self.stages.push_str(&table);
         let each = self.stage_values(codes);
+        let mut w = Writer::at(1);
+        self.segment_loop(&mut w, |w| {
+            w.scope(format!(
+                "node {k}: strdict (entries of one length L): row r's bytes at r * L"
+            ))
+            .lines(format!(
+                r#"const u32 n = len, L = {length};
+const u64 at = e.prm[{at}];
+const u32 claimed = (u32)e.prm[{claimed}];
+const u32 ow = (u32)e.prm[{ow}];
+const u32 r0 = seg * ZF_SEG_ROWS, r1 = min(r0 + ZF_SEG_ROWS, n);
+__syncthreads();
+// Uniform: the chunk's bytes are its rows' and the dictionary's lengths add up.
+if ((u64)n * L != (u64)claimed || !zf_dok{d}) {{
+  if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
+  return;
+}}
+// The offsets need no codes: 16 bytes a store where the offsets are so aligned.
+if (ow != 0u && ((size_t)o & 15u) == 0u && r0 % 4u == 0u) {{
+  for (u32 r = r0 + 4u * threadIdx.x; r < r1; r += 4u * ZF_THREADS) {{
+    const u64 v = at + (u64)r * L;
+    if (r + 4u > r1) {{
+      for (u32 x = r; x < r1; ++x) {{
+        if (ow == 8u) ((u64*)o)[x] = v + (u64)(x - r) * L; else ((u32*)o)[x] = (u32)(v + (u64)(x - r) * L);
+      }}
+    }} else if (ow == 8u) {{
+      ((ulonglong2*)o)[r / 2u] = make_ulonglong2(v, v + L);
+      ((ulonglong2*)o)[r / 2u + 1u] = make_ulonglong2(v + 2u * L, v + 3u * L);
+    }} else {{
+      const u32 w = (u32)v;
+      ((uint4*)o)[r / 4u] = make_uint4(w, w + L, w + 2u * L, w + 3u * L);
+    }}
+  }}
+}} else if (ow == 8u) {{
+  for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) ((u64*)o)[r] = at + (u64)r * L;
+}} else if (ow == 4u) {{
+  for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) ((u32*)o)[r] = (u32)(at + (u64)r * L);
+}}
+"#,
+                at = b + 1,
+                claimed = b + 2,
+                ow = b + 3,
+            ));
+            self.fixed_bytes(w, codes, d, &each);
+            w.lines(
+                r#"if (r1 == n && threadIdx.x == 0u) {
+  if (ow == 8u) ((u64*)o)[n] = at + claimed;
+  else if (ow == 4u) ((u32*)o)[n] = (u32)(at + claimed);
+}
+"#,
+            )
+            .close();
+        });
+        self.expand.push_str(&w.finish());
+    }
+
+    /// The bytes of a segment of `strdict` rows whose entries all have `L` bytes: their codes
+    /// (node `codes`, read by `each`) looked up in dictionary `d`.
+    fn fixed_bytes(&self, w: &mut Writer, codes: usize, d: usize, each: &str) {
+        let bytes = self.nodes[d].children[1];
         let (domain, trusted) = match self.code_domain(codes) {
             Some(dom) => (format!("codes below {dom}"), format!("{dom}u <= zf_m{d}")),
             None => ("here unknown".to_string(), "false".to_string()),
         };
-        let expansion = format!(
-            r#"  {{ // node {k}: strdict (entries of one length L): row r's bytes at r * L
-    const u32 n = len, L = {length};
-    const u64 at = e.prm[{at}];
-    const u32 claimed = (u32)e.prm[{claimed}];
-    const u32 ow = (u32)e.prm[{ow}];
-    const u32 r0 = seg * ZF_SEG_ROWS, r1 = min(r0 + ZF_SEG_ROWS, n);
-    __syncthreads();
-    // Uniform: the chunk's bytes are its rows' and the dictionary's lengths add up.
-    if ((u64)n * L != (u64)claimed || !zf_dok{d}) {{
-      if (threadIdx.x == 0u) atomicOr(e.err, ZF_ERR_STR);
-      return;
-    }}
-    // The offsets need no codes: 16 bytes a store where the offsets are so aligned.
-    if (ow != 0u && ((size_t)o & 15u) == 0u && r0 % 4u == 0u) {{
-      for (u32 r = r0 + 4u * threadIdx.x; r < r1; r += 4u * ZF_THREADS) {{
-        const u64 v = at + (u64)r * L;
-        if (r + 4u > r1) {{
-          for (u32 x = r; x < r1; ++x) {{
-            if (ow == 8u) ((u64*)o)[x] = v + (u64)(x - r) * L; else ((u32*)o)[x] = (u32)(v + (u64)(x - r) * L);
-          }}
-        }} else if (ow == 8u) {{
-          ((ulonglong2*)o)[r / 2u] = make_ulonglong2(v, v + L);
-          ((ulonglong2*)o)[r / 2u + 1u] = make_ulonglong2(v + 2u * L, v + 3u * L);
-        }} else {{
-          const u32 w = (u32)v;
-          ((uint4*)o)[r / 4u] = make_uint4(w, w + L, w + 2u * L, w + 3u * L);
-        }}
-      }}
-    }} else if (ow == 8u) {{
-      for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) ((u64*)o)[r] = at + (u64)r * L;
-    }} else if (ow == 4u) {{
-      for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) ((u32*)o)[r] = (u32)(at + (u64)r * L);
-    }}
-    if (zf_sb{d} && L == 1u) {{
-      // One byte a row (flags): each warp takes ZF_FIX_PIECE bytes of the output at a time
-      // (at its 16-byte alignment), looks its rows' codes up into its own part of the stage
-      // and stores them 16 bytes a lane; no block barrier.
-      const u32 lane = threadIdx.x & 31u;
-      u8* const wst = zf_stage + (threadIdx.x >> 5) * (ZF_FIX_PIECE + 16u);
-      const u64 ga = at + r0, gz = at + r1, gb = ga & ~15ull;
-      const u32 npc = (u32)((gz - gb + ZF_FIX_PIECE - 1u) / ZF_FIX_PIECE);
-      // Up to eight entries: the dictionary in two registers, and a code's byte one byte
-      // permute. When the codes' encoding cannot reach past the dictionary ({domain}), they
-      // go unchecked.
-      u32 dl = 0u, dh = 0u;
+        w.lines(format!(
+            r#"if (zf_sb{d} && L == 1u) {{
+  // One byte a row (flags): each warp takes ZF_FIX_PIECE bytes of the output at a time
+  // (at its 16-byte alignment), looks its rows' codes up into its own part of the stage
+  // and stores them 16 bytes a lane; no block barrier.
+  const u32 lane = threadIdx.x & 31u;
+  u8* const wst = zf_stage + (threadIdx.x >> 5) * (ZF_FIX_PIECE + 16u);
+  const u64 ga = at + r0, gz = at + r1, gb = ga & ~15ull;
+  const u32 npc = (u32)((gz - gb + ZF_FIX_PIECE - 1u) / ZF_FIX_PIECE);
+  // Up to eight entries: the dictionary in two registers, and a code's byte one byte
+  // permute. When the codes' encoding cannot reach past the dictionary ({domain}), they
+  // go unchecked.
+  u32 dl = 0u, dh = 0u;
 #pragma unroll
-      for (u32 x = 0u; x < 4u; ++x) {{
-        dl |= (u32)zf_sdict[zf_dsh{d} + x] << (8u * x);
-        dh |= (u32)zf_sdict[zf_dsh{d} + 4u + x] << (8u * x);
-      }}
-      const bool trusted = zf_m{d} <= 8u && {trusted};
-      for (u32 pc = threadIdx.x >> 5; pc < npc; pc += ZF_THREADS / 32u) {{
-        const u64 pa = max(gb + (u64)pc * ZF_FIX_PIECE, ga), pz = min(gb + (u64)(pc + 1u) * ZF_FIX_PIECE, gz);
-        u8* const st = wst + ((u32)pa & 15u);
-        if (trusted) {{
-          {each}<true>(e, (u32)(pa - at), (u32)(pz - pa), lane, 32u, [&](u32 i, u32 c) {{
-            st[i] = (u8)zf_pick8(dl, dh, c);
-          }});
-        }} else {{
-          {each}(e, (u32)(pa - at), (u32)(pz - pa), lane, 32u, [&](u32 i, u32 c) {{
-            if (c < zf_m{d}) st[i] = zf_sdict[zf_dsh{d} + c]; else atomicOr(e.err, ZF_ERR_DICT);
-          }});
-        }}
-        __syncwarp();
-        zf_store_from(out, wst, pa, pz, lane, 32u);
-        __syncwarp();
-      }}
-    }} else if (zf_sb{d} && L != 0u && L <= ZF_STR_STAGE / 64u) {{
-      // Windows of rows: their bytes assembled in the stage at the output's alignment (the
-      // codes decoded as their encoding lays them out), then stored 16 bytes at a time.
-      const u32 wrows = (ZF_STR_STAGE - 16u) / L;
-      for (u32 w0 = r0; w0 < r1; w0 += wrows) {{
-        const u32 wn = min(wrows, r1 - w0);
-        const u64 g0 = at + (u64)w0 * L, g1 = g0 + (u64)wn * L;
-        u8* const st = zf_stage + ((u32)g0 & 15u);
-        {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
-          if (c < zf_m{d}) {{
-            const u8* const src = zf_sdict + zf_dsh{d} + c * L;
-            u8* const dst = st + i * L;
-            for (u32 x = 0u; x < L; ++x) dst[x] = src[x];
-          }} else {{
-            atomicOr(e.err, ZF_ERR_DICT);
-          }}
-        }});
-        __syncthreads();
-        zf_store_stage(out, g0, g1);
-        __syncthreads();
-      }}
+  for (u32 x = 0u; x < 4u; ++x) {{
+    dl |= (u32)zf_sdict[zf_dsh{d} + x] << (8u * x);
+    dh |= (u32)zf_sdict[zf_dsh{d} + 4u + x] << (8u * x);
+  }}
+  const bool trusted = zf_m{d} <= 8u && {trusted};
+  for (u32 pc = threadIdx.x >> 5; pc < npc; pc += ZF_THREADS / 32u) {{
+    const u64 pa = max(gb + (u64)pc * ZF_FIX_PIECE, ga), pz = min(gb + (u64)(pc + 1u) * ZF_FIX_PIECE, gz);
+    u8* const st = wst + ((u32)pa & 15u);
+    if (trusted) {{
+      {each}<true>(e, (u32)(pa - at), (u32)(pz - pa), lane, 32u, [&](u32 i, u32 c) {{
+        st[i] = (u8)zf_pick8(dl, dh, c);
+      }});
     }} else {{
-      // Long entries, or a dictionary past shared memory: one row a thread.
-      for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) {{
-        const u32 c = (u32)zf_n{codes}(e, r);
-        const u64 g = at + (u64)r * L;
-        if (c >= zf_m{d}) {{
-          atomicOr(e.err, ZF_ERR_DICT);
-        }} else if (zf_sb{d}) {{
-          const u8* src = zf_sdict + zf_dsh{d} + c * L;
-          for (u32 x = 0u; x < L; ++x) out[g + x] = src[x];
-        }} else {{
-          for (u32 x = 0u; x < L; ++x) out[g + x] = zf_n{bytes}(e, c * L + x);
-        }}
-      }}
+      {each}(e, (u32)(pa - at), (u32)(pz - pa), lane, 32u, [&](u32 i, u32 c) {{
+        if (c < zf_m{d}) st[i] = zf_sdict[zf_dsh{d} + c]; else atomicOr(e.err, ZF_ERR_DICT);
+      }});
     }}
-    if (r1 == n && threadIdx.x == 0u) {{
-      if (ow == 8u) ((u64*)o)[n] = at + claimed;
-      else if (ow == 4u) ((u32*)o)[n] = (u32)(at + claimed);
+    __syncwarp();
+    zf_store_from(out, wst, pa, pz, lane, 32u);
+    __syncwarp();
+  }}
+}} else if (zf_sb{d} && L != 0u && L <= ZF_STR_STAGE / 64u) {{
+  // Windows of rows: their bytes assembled in the stage at the output's alignment (the
+  // codes decoded as their encoding lays them out), then stored 16 bytes at a time.
+  const u32 wrows = (ZF_STR_STAGE - 16u) / L;
+  for (u32 w0 = r0; w0 < r1; w0 += wrows) {{
+    const u32 wn = min(wrows, r1 - w0);
+    const u64 g0 = at + (u64)w0 * L, g1 = g0 + (u64)wn * L;
+    u8* const st = zf_stage + ((u32)g0 & 15u);
+    {each}(e, w0, wn, threadIdx.x, ZF_THREADS, [&](u32 i, u32 c) {{
+      if (c < zf_m{d}) {{
+        const u8* const src = zf_sdict + zf_dsh{d} + c * L;
+        u8* const dst = st + i * L;
+        for (u32 x = 0u; x < L; ++x) dst[x] = src[x];
+      }} else {{
+        atomicOr(e.err, ZF_ERR_DICT);
+      }}
+    }});
+    __syncthreads();
+    zf_store_stage(out, g0, g1);
+    __syncthreads();
+  }}
+}} else {{
+  // Long entries, or a dictionary past shared memory: one row a thread.
+  for (u32 r = r0 + threadIdx.x; r < r1; r += ZF_THREADS) {{
+    const u32 c = (u32)zf_n{codes}(e, r);
+    const u64 g = at + (u64)r * L;
+    if (c >= zf_m{d}) {{
+      atomicOr(e.err, ZF_ERR_DICT);
+    }} else if (zf_sb{d}) {{
+      const u8* src = zf_sdict + zf_dsh{d} + c * L;
+      for (u32 x = 0u; x < L; ++x) out[g + x] = src[x];
+    }} else {{
+      for (u32 x = 0u; x < L; ++x) out[g + x] = zf_n{bytes}(e, c * L + x);
     }}
   }}
-"#,
-            at = b + 1,
-            claimed = b + 2,
-            ow = b + 3,
-        );
-        let looped = self.segment_loop(&expansion);
-        self.expand.push_str(&looped);
+}}
+"#
+        ));
     }
 }
