@@ -51,7 +51,7 @@ enum Command {
     ///
     /// Memory does not grow with --sf: a few generated parts (about 45 MB each, one per
     /// thread), one row group and its encoded chunks, a Parquet row group being written, and
-    /// the pages of the .zf file read back (its memory map). The table is generated twice
+    /// the chunks of the .zf file being read back. The table is generated twice
     /// (to compress, then to verify) instead of being kept.
     Tpch(commands::tpch::Args),
     /// Run a SQL query on a .zf file: SELECT ... FROM 'file.zf' WHERE ... GROUP BY ...

@@ -82,39 +82,41 @@ fn signal_while_writing(mut child: Child, dir: &Path, signal: &str) -> Option<i3
     status.code()
 }
 
-#[test]
-fn sigint_during_compress_removes_the_temporary_file() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let d = dir.path();
-    write_csv(&d.join("big.csv"), 3_000_000);
+/// Runs zipflow with `args` in `d`, sends it `signal` once its temporary file appears, and
+/// checks that it exits with `code` and leaves neither a temporary file nor `output`.
+fn interrupted(d: &Path, args: &[&str], signal: &str, code: i32, output: &str) {
     let child = zipflow()
-        .args(["compress", "big.csv", "-o", "big.zf"])
+        .args(args)
         .current_dir(d)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    let code = signal_while_writing(child, d, "-INT");
-    assert_eq!(code, Some(130));
+    assert_eq!(signal_while_writing(child, d, signal), Some(code));
     assert_eq!(hidden_files(d), Vec::<String>::new());
-    assert!(!d.join("big.zf").exists());
+    assert!(!d.join(output).exists());
+}
+
+#[test]
+fn sigint_during_compress_removes_the_temporary_file() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    write_csv(&d.join("big.csv"), 3_000_000);
+    interrupted(
+        d,
+        &["compress", "big.csv", "-o", "big.zf"],
+        "-INT",
+        130,
+        "big.zf",
+    );
 }
 
 #[test]
 fn sigterm_during_tpch_removes_the_temporary_file() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let d = dir.path();
-    let child = zipflow()
-        .args(["tpch", "--sf", "0.3", "-o", "l.zf", "--no-parquet"])
-        .current_dir(d)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let code = signal_while_writing(child, d, "-TERM");
-    assert_eq!(code, Some(143));
-    assert_eq!(hidden_files(d), Vec::<String>::new());
-    assert!(!d.join("l.zf").exists());
+    let args = ["tpch", "--sf", "0.3", "-o", "l.zf", "--no-parquet"];
+    interrupted(d, &args, "-TERM", 143, "l.zf");
 }
 
 #[test]
@@ -125,17 +127,8 @@ fn sigint_during_decompress_removes_the_temporary_file() {
     let o = run(&["compress", "big.csv", "-o", "big.zf", "-q"], d);
     assert!(o.status.success(), "{}", stderr(&o));
     std::fs::remove_file(d.join("big.csv")).unwrap_or_else(|e| panic!("{e}"));
-    let child = zipflow()
-        .args(["decompress", "big.zf", "-o", "back.csv"])
-        .current_dir(d)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let code = signal_while_writing(child, d, "-INT");
-    assert_eq!(code, Some(130));
-    assert_eq!(hidden_files(d), Vec::<String>::new());
-    assert!(!d.join("back.csv").exists());
+    let args = ["decompress", "big.zf", "-o", "back.csv"];
+    interrupted(d, &args, "-INT", 130, "back.csv");
 }
 
 #[test]

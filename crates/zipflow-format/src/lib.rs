@@ -58,5 +58,5 @@ pub mod table;
 pub mod text;
 
 pub use arrow::ArrayPool;
-pub use file::{ChunkMeta, ColumnMeta, FileWriter, Validity, ZfFile};
+pub use file::{ChunkMeta, ColumnMeta, FileWriter, Payload, Validity, ZfFile};
 pub use table::{ColumnSummary, FileSummary, TableWriter, WriteOptions};

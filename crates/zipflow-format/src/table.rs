@@ -454,10 +454,11 @@ impl ZfFile {
     /// Reads chunk `chunk` of column `col` as an Arrow array of the column's exact type.
     /// Errors name file, column and chunk.
     pub fn read_array(&self, col: usize, chunk: usize, scratch: &mut Scratch) -> Result<ArrayRef> {
-        if let Some(a) = self.try_streamed(col, chunk, scratch, None)? {
+        let (payload, _) = self.chunk_payload(col, chunk)?;
+        if let Some(a) = self.try_streamed(col, chunk, &payload, scratch, None)? {
             return Ok(a);
         }
-        let (values, validity) = self.read_chunk(col, chunk, scratch)?;
+        let (values, validity) = self.decode_payload(col, chunk, &payload, scratch)?;
         let schema = self.arrow_schema();
         let locate = |e: Error| {
             e.at_chunk(u32::try_from(chunk).unwrap_or(u32::MAX))
@@ -493,24 +494,26 @@ impl ZfFile {
         if meta.column_type.ptype() == zipflow_core::PType::Bytes {
             pool.prime_strings();
         }
+        let (payload, _) = self.chunk_payload(col, chunk)?;
         let reuse = Some((&mut pool.u128s, &mut pool.i128s));
-        if let Some(a) = self.try_streamed(col, chunk, &mut pool.scratch, reuse)? {
+        if let Some(a) = self.try_streamed(col, chunk, &payload, &mut pool.scratch, reuse)? {
             return Ok(a);
         }
-        let (values, validity) = self.read_chunk(col, chunk, &mut pool.scratch)?;
+        let (values, validity) = self.decode_payload(col, chunk, &payload, &mut pool.scratch)?;
         from_column_in(field, meta.column_type, values, validity, pool)
             .map_err(|e| locate(e.at_column(&meta.name)))
     }
 
-    /// The values tree of a chunk without nulls, with the column's name and a function that
+    /// The values tree of a chunk without nulls in its `payload`, with a function that
     /// places an error at the file, column and chunk; `None` for a chunk with nulls.
     #[allow(clippy::type_complexity)]
-    fn plain_node(
-        &self,
+    fn plain_node<'p>(
+        &'p self,
         col: usize,
         chunk: usize,
-    ) -> Result<Option<(NodeView<'_>, impl Fn(Error) -> Error + '_)>> {
-        let (payload, meta) = self.chunk_payload(col, chunk)?;
+        payload: &'p [u8],
+    ) -> Result<Option<(NodeView<'p>, impl Fn(Error) -> Error + 'p)>> {
+        let meta = self.try_chunk_meta(col, chunk)?;
         if meta.validity_len != 0 {
             return Ok(None);
         }
@@ -535,7 +538,8 @@ impl ZfFile {
         Ok(Some((node, locate)))
     }
 
-    /// The streaming fast paths for chunks without nulls, the values tree parsed once: a
+    /// The streaming fast paths for chunks without nulls, the values tree (in `payload`)
+    /// parsed once: a
     /// string-view column whose chunk is `strdict` (views gathered from the dictionary's as
     /// the codes stream, the dictionary as the data buffer) or `words` (views built as the
     /// tokens expand), and a `Decimal128` column (the scaled integers widened a vector at a
@@ -546,6 +550,7 @@ impl ZfFile {
         &self,
         col: usize,
         chunk: usize,
+        payload: &[u8],
         scratch: &mut Scratch,
         reuse: Option<(&mut Vec<Vec<u128>>, &mut Vec<Vec<i128>>)>,
     ) -> Result<Option<ArrayRef>> {
@@ -561,7 +566,7 @@ impl ZfFile {
             DataType::Decimal128(..) if column.column_type.ptype() == PType::I64 => false,
             _ => return Ok(None),
         };
-        let Some((node, locate)) = self.plain_node(col, chunk)? else {
+        let Some((node, locate)) = self.plain_node(col, chunk, payload)? else {
             return Ok(None);
         };
         let (views, wide) = match reuse {

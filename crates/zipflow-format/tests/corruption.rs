@@ -307,3 +307,74 @@ fn resealed_damage_reaches_the_decoders() {
         "decoded {decoded}, errors {errors}"
     );
 }
+
+/// A file truncated, or overwritten in place, while a reader has it open: every chunk read
+/// afterwards is an error naming file, column and chunk (a short read, or a checksum that no
+/// longer matches), never a fault or other values; chunks past the cut fail, the others read.
+#[test]
+fn a_file_changed_under_an_open_reader_gives_errors() {
+    let (bytes, good) = sample();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(NAME);
+    std::fs::write(&path, &bytes).unwrap();
+    let file = ZfFile::open(&path).unwrap();
+    // Read once, so any per-chunk caching is warm.
+    assert_eq!(file.batches().collect::<Result<Vec<_>>>().unwrap(), good);
+    let first = file.chunk_meta(0, 0);
+    let cut = first.offset + first.payload_len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(cut)
+        .unwrap();
+    // Chunk 0 of column 0 lies before the cut and still reads.
+    let mut scratch = Default::default();
+    file.read_chunk(0, 0, &mut scratch).unwrap();
+    for c in 1..file.columns().len() {
+        let e = file.read_array(c, 0, &mut scratch).unwrap_err().to_string();
+        let want = format!("{NAME}, column `{}`, chunk 0: ", file.columns()[c].name);
+        assert!(e.contains(&want) && e.contains("truncated"), "{e}");
+    }
+    // The same length again, other bytes: checksums catch every changed chunk.
+    let mut changed = bytes.clone();
+    for b in &mut changed[HEADER_LEN..] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&path, &changed).unwrap();
+    for c in 0..file.columns().len() {
+        for i in 0..file.num_chunks() {
+            let e = file.read_array(c, i, &mut scratch).unwrap_err();
+            let want = format!("{NAME}, column `{}`, chunk {i}: ", file.columns()[c].name);
+            assert!(e.to_string().contains(&want), "{e}");
+            assert!(e.to_string().contains("checksum"), "{e}");
+        }
+    }
+}
+
+/// Inputs that once reached a panic inside a dependency (caught, but a panic all the same:
+/// a reader must reject them before): each, checksums recomputed, is an error and no panic
+/// hook runs.
+#[test]
+fn fuzzer_findings_are_errors_without_panics() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/regressions");
+    let mut found = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = zipflow_format::file::reseal(&std::fs::read(&path).unwrap()).unwrap();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {
+            PANICS.fetch_add(1, Ordering::SeqCst);
+        }));
+        let read =
+            ZfFile::from_bytes(NAME, &bytes).and_then(|f| f.batches().collect::<Result<Vec<_>>>());
+        std::panic::set_hook(previous);
+        let e = read.expect_err("a damaged file must not read");
+        check_error(&e, None, &path.display().to_string());
+        assert_eq!(PANICS.load(Ordering::SeqCst), 0, "{}: {e}", path.display());
+        found += 1;
+    }
+    assert!(found > 0, "no inputs in {dir}");
+}

@@ -160,7 +160,9 @@ fn run_text(a: &Args, zf: &ZfFile) -> Result<()> {
             ratio(m.plain_bytes, m.compressed_bytes()),
             m.plan
         );
-        let values = &payload_bytes[..(m.values_len as usize).min(payload_bytes.len())];
+        let values = payload_bytes
+            .get(..m.values_len as usize)
+            .unwrap_or(&payload_bytes);
         let node = NodeView::parse(values).map_err(|e| e.at_chunk(i as u32).in_file(&a.input))?;
         let mut lines = Vec::new();
         tree_lines(&node, "", 0, &mut lines);

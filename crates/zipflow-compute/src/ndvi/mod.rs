@@ -52,6 +52,7 @@ mod tests;
 use rayon::prelude::*;
 use zipflow_core::{Error, Result, VECTOR_LEN};
 use zipflow_encodings::{NodeView, Scratch, bitpack};
+use zipflow_format::Payload;
 
 use crate::raster::Band;
 
@@ -373,8 +374,8 @@ pub fn fused(op: Op, nir: &Band, red: &Band, pool: &rayon::ThreadPool) -> Result
 
 fn fused_chunk(op: Op, nir: &Band, red: &Band, chunk: usize) -> Result<Acc> {
     let mut scratch = Scratch::default();
-    let (n_bytes, rows) = chunk_values(nir, chunk)?;
-    let (r_bytes, r_rows) = chunk_values(red, chunk)?;
+    let (n_payload, rows) = chunk_values(nir, chunk)?;
+    let (r_payload, r_rows) = chunk_values(red, chunk)?;
     if rows != r_rows {
         return Err(Error::unsupported(format!(
             "chunk {chunk} holds {rows} NIR and {r_rows} red pixels"
@@ -385,8 +386,8 @@ fn fused_chunk(op: Op, nir: &Band, red: &Band, chunk: usize) -> Result<Acc> {
             .at_chunk(u32::try_from(chunk).unwrap_or(u32::MAX))
             .in_file(b.file.path())
     };
-    let n_node = NodeView::parse(n_bytes).map_err(|e| locate(e, nir))?;
-    let r_node = NodeView::parse(r_bytes).map_err(|e| locate(e, red))?;
+    let n_node = values_tree(&n_payload, nir, chunk).map_err(|e| locate(e, nir))?;
+    let r_node = values_tree(&r_payload, red, chunk).map_err(|e| locate(e, red))?;
     let n_src = Source::new(&n_node, rows, &mut scratch).map_err(|e| locate(e, nir))?;
     let r_src = Source::new(&r_node, rows, &mut scratch).map_err(|e| locate(e, red))?;
     let mut acc = Acc::default();
@@ -400,17 +401,22 @@ fn fused_chunk(op: Op, nir: &Band, red: &Band, chunk: usize) -> Result<Acc> {
     Ok(acc)
 }
 
-/// The values tree of a chunk of a band's pixel column, and its row count.
-fn chunk_values(band: &Band, chunk: usize) -> Result<(&[u8], usize)> {
+/// The values tree in the `payload` of chunk `chunk` of a band's pixel column.
+fn values_tree<'p>(payload: &'p [u8], band: &Band, chunk: usize) -> Result<NodeView<'p>> {
+    let len = band.file.chunk_meta(band.column, chunk).values_len as usize;
+    let tree = payload
+        .get(..len)
+        .ok_or_else(|| Error::corrupt("values tree is longer than the chunk payload"))?;
+    NodeView::parse(tree)
+}
+
+/// The payload of a chunk of a band's pixel column, and its row count.
+fn chunk_values(band: &Band, chunk: usize) -> Result<(Payload<'_>, usize)> {
     let (payload, meta) = band.file.chunk_payload(band.column, chunk)?;
     if meta.validity_len != 0 {
         return Err(Error::unsupported("raster bands with null pixels"));
     }
-    let rows = meta.rows as usize;
-    let values = payload
-        .get(..meta.values_len as usize)
-        .ok_or_else(|| Error::corrupt("values tree is longer than the chunk payload"))?;
-    Ok((values, rows))
+    Ok((payload, meta.rows as usize))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use zipflow_core::stats::Scalar;
 use zipflow_core::{Error, Result};
 use zipflow_encodings::{NodeView, Scratch};
+use zipflow_format::Payload;
 
 use crate::column::{BLOCK, Block, ChunkColumn, PackedRange, Predicate, StrView, bits_to_mask};
 use crate::expr::{Expr, SqlType};
@@ -148,7 +149,8 @@ impl FastPlan {
         let Some(preds) = self.zone_preds(&stats) else {
             return Ok(Partial::Rows(Groups::default()));
         };
-        let columns = self.open_columns(table, q, &preds, c, rows, scratch)?;
+        let payloads = self.read_columns(table, q, &preds, c)?;
+        let columns = open_columns(table, &payloads, c, rows, scratch)?;
         let checked = self.checked(q, &stats);
         let filter = ChunkFilter::new(preds, &columns)?;
         // Dense group ids for the chunk.
@@ -282,18 +284,14 @@ impl FastPlan {
     }
 
     /// The columns chunk `c` reads (those of `preds`, of the other conjuncts, of the aggregate
-    /// arguments and of the keys), opened in encoded form.
-    fn open_columns<'f>(
+    /// arguments and of the keys), their payloads read from the file.
+    fn read_columns<'f>(
         &self,
         table: &'f Table,
         q: &Query,
         preds: &[ColPred],
         c: usize,
-        rows: usize,
-        scratch: &mut Scratch,
-    ) -> Result<HashMap<usize, ChunkColumn<'f>>> {
-        let file = &table.file;
-        // Columns, opened lazily in encoded form.
+    ) -> Result<Vec<(usize, Payload<'f>)>> {
         let mut needed = Vec::new();
         for p in preds {
             let (ColPred::Range { col, .. }
@@ -314,31 +312,10 @@ impl FastPlan {
         for k in &q.keys {
             k.columns(&mut needed);
         }
-        let mut columns: HashMap<usize, ChunkColumn<'_>> = HashMap::new();
-        for &col in &needed {
-            let (payload, meta) = file.chunk_payload(col, c)?;
-            let bytes = payload
-                .get(..meta.values_len as usize)
-                .ok_or_else(|| Error::corrupt("values tree past the payload"))?;
-            let node = NodeView::parse(bytes)?;
-            let ptype = file.columns()[col].column_type.ptype();
-            if node.ptype != ptype || node.len != rows {
-                return Err(Error::corrupt(format!(
-                    "values tree holds {} {} values, the index says {rows} {ptype} values",
-                    node.len, node.ptype
-                ))
-                .at_column(&file.columns()[col].name)
-                .at_chunk(c as u32)
-                .in_file(file.path()));
-            }
-            let cc = ChunkColumn::new(&node, scratch).map_err(|e| {
-                e.at_column(&file.columns()[col].name)
-                    .at_chunk(c as u32)
-                    .in_file(file.path())
-            })?;
-            columns.insert(col, cc);
-        }
-        Ok(columns)
+        needed
+            .into_iter()
+            .map(|col| Ok((col, table.file.chunk_payload(col, c)?.0)))
+            .collect()
     }
 
     /// Whether the chunk needs checked arithmetic: unless its zone maps (`stats`) prove that
@@ -483,6 +460,40 @@ impl FastPlan {
             None => self.mask_rows(ev, mask),
         }
     }
+}
+
+/// Chunk `c`'s columns opened in encoded form from their `payloads`.
+fn open_columns<'p>(
+    table: &Table,
+    payloads: &'p [(usize, Payload<'_>)],
+    c: usize,
+    rows: usize,
+    scratch: &mut Scratch,
+) -> Result<HashMap<usize, ChunkColumn<'p>>> {
+    let file = &table.file;
+    let mut columns = HashMap::new();
+    for (col, payload) in payloads {
+        let col = *col;
+        let locate = |e: Error| {
+            e.at_column(&file.columns()[col].name)
+                .at_chunk(c as u32)
+                .in_file(file.path())
+        };
+        let values_len = file.chunk_meta(col, c).values_len as usize;
+        let bytes = payload
+            .get(..values_len)
+            .ok_or_else(|| locate(Error::corrupt("values tree past the payload")))?;
+        let node = NodeView::parse(bytes).map_err(locate)?;
+        let ptype = file.columns()[col].column_type.ptype();
+        if node.ptype != ptype || node.len != rows {
+            return Err(locate(Error::corrupt(format!(
+                "values tree holds {} {} values, the index says {rows} {ptype} values",
+                node.len, node.ptype
+            ))));
+        }
+        columns.insert(col, ChunkColumn::new(&node, scratch).map_err(locate)?);
+    }
+    Ok(columns)
 }
 
 /// A chunk's WHERE, prepared once for all of its blocks: the column predicates its zone

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, PType, Result, Values, with_int_ptype};
 use zipflow_encodings::NodeView;
-use zipflow_format::ZfFile;
+use zipflow_format::{Payload, ZfFile};
 
 /// Chunks per upload batch: large enough that a batch's tile kernels fill the GPU and a copy
 /// takes well over a launch's overhead, small enough that the first kernels start early.
@@ -238,6 +238,7 @@ impl<'g> ColumnDecoder<'g> {
             sizes.push(cm.plain_bytes.saturating_sub(4 * (u64::from(cm.rows) + 1)));
         }
         let times = times.max(1);
+        let trees: Vec<&[u8]> = trees.iter().map(|t| &t[..]).collect();
         let only = trees.repeat(times);
         let sizes = sizes.repeat(times);
         let sizes = (ptype == PType::Bytes).then_some(&sizes[..]);
@@ -814,12 +815,13 @@ fn values_tree(
     file: &ZfFile,
     column: usize,
     chunk: usize,
-) -> Result<(&[u8], &zipflow_format::ChunkMeta)> {
-    let (payload, cm) = file.chunk_payload(column, chunk)?;
-    let values = payload
-        .get(..cm.values_len as usize)
-        .ok_or_else(|| Error::corrupt("values tree outside the payload"))?;
-    Ok((values, cm))
+) -> Result<(Payload<'_>, &zipflow_format::ChunkMeta)> {
+    let (mut payload, cm) = file.chunk_payload(column, chunk)?;
+    if payload.len() < cm.values_len as usize {
+        return Err(Error::corrupt("values tree outside the payload"));
+    }
+    payload.truncate(cm.values_len as usize);
+    Ok((payload, cm))
 }
 
 /// One plan shape of a column and the kernel generated for it.
@@ -851,7 +853,7 @@ pub fn column_kernels(file: &ZfFile, column: usize) -> Result<Vec<ColumnKernel>>
                 .in_file(file.path())
         };
         let (tree, _) = values_tree(file, column, c).map_err(at)?;
-        let node = NodeView::parse(tree).map_err(at)?;
+        let node = NodeView::parse(&tree).map_err(at)?;
         if node.ptype != ptype {
             return Err(at(Error::corrupt(format!(
                 "values tree holds {} values, the column is {ptype}",

@@ -10,17 +10,23 @@
 //! ```
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow::datatypes::{Schema, SchemaRef};
-use arrow::ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteOptions};
 use xxhash_rust::xxh3::xxh3_64;
 use zipflow_core::stats::ChunkStats;
 use zipflow_core::{ColumnType, Error, IntVec, PType, Result, Values};
 use zipflow_encodings::{NodeView, Scratch};
+
+mod schema;
+mod source;
+
+pub use schema::{schema_from_ipc, schema_to_ipc};
+pub use source::Payload;
+use source::Source;
 
 /// First 8 bytes of every file.
 pub const MAGIC: [u8; 8] = *b"ZIPFLOW1";
@@ -105,31 +111,6 @@ pub struct EncodedChunk {
 
 fn pad8(n: u64) -> u64 {
     n.next_multiple_of(8)
-}
-
-/// Serialises an Arrow schema (fields, types, dictionary types, all metadata) as an Arrow IPC
-/// schema message.
-pub fn schema_to_ipc(schema: &Schema) -> Vec<u8> {
-    let mut tracker = DictionaryTracker::new(false);
-    IpcDataGenerator::default()
-        .schema_to_bytes_with_dictionary_tracker(schema, &mut tracker, &IpcWriteOptions::default())
-        .ipc_message
-}
-
-/// Parses [`schema_to_ipc`].
-pub fn schema_from_ipc(bytes: &[u8]) -> Result<Schema> {
-    // The flatbuffer is verified before it is read, but the conversion to Arrow types may still
-    // reach an assertion on a crafted message; a malformed schema must be an error, not a crash.
-    let parsed =
-        std::panic::catch_unwind(|| arrow::ipc::convert::try_schema_from_flatbuffer_bytes(bytes));
-    match parsed {
-        Ok(Ok(schema)) => Ok(schema),
-        Ok(Err(e)) => Err(Error::Corrupt {
-            loc: Default::default(),
-            what: format!("Arrow schema in the footer does not parse: {e}"),
-        }),
-        Err(_) => Err(Error::corrupt("Arrow schema in the footer does not parse")),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -405,45 +386,19 @@ fn check_entry(
 // ---------------------------------------------------------------------------------------------
 // Reader
 
-/// The bytes of an open file: a read-only memory map, or the file read into memory (8-byte
-/// aligned, so node buffers can be viewed in place either way).
-enum FileBytes {
-    Mapped(memmap2::Mmap),
-    Owned { words: Vec<u64>, len: usize },
-}
-
-impl FileBytes {
-    fn from_vec(bytes: &[u8]) -> FileBytes {
-        let mut words = vec![0u64; bytes.len().div_ceil(8)];
-        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
-        FileBytes::Owned {
-            words,
-            len: bytes.len(),
-        }
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            FileBytes::Mapped(m) => m,
-            FileBytes::Owned { words, len } => {
-                let all: &[u8] = bytemuck::cast_slice(words);
-                all.get(..*len).unwrap_or(all)
-            }
-        }
-    }
-}
-
 /// An open zipflow file: the parsed, checked footer plus the bytes of the file.
 ///
-/// Any chunk of any column can be read alone ([`ZfFile::read_chunk`]); chunks are decoded only
-/// when asked for.
+/// Any chunk of any column can be read alone ([`ZfFile::read_chunk`]); chunks are read from
+/// the file and decoded only when asked for. Each read of a chunk checks its checksum, so
+/// a file changed under an open reader gives an error, not other values.
 pub struct ZfFile {
     path: PathBuf,
-    bytes: FileBytes,
+    source: Source,
     footer: Footer,
     schema: SchemaRef,
-    /// Chunks whose payload checksum already matched (column-major), so reading a chunk again
-    /// (a query run many times, a scan after a check) does not hash it again.
+    /// For a file held in memory, whose bytes cannot change: chunks whose payload checksum
+    /// already matched (column-major), so reading a chunk again (a query run many times, a
+    /// scan after a check) does not hash it again.
     verified: Vec<AtomicBool>,
 }
 
@@ -458,39 +413,26 @@ impl std::fmt::Debug for ZfFile {
 }
 
 impl ZfFile {
-    /// Opens `path`: maps it (or reads it, where mapping fails), then checks magics, version,
-    /// the footer checksum and every index entry. No chunk is decoded.
+    /// Opens `path` and checks magics, version, the footer checksum and every index entry,
+    /// reading header, footer and trailer only. No chunk is read.
     pub fn open(path: impl AsRef<Path>) -> Result<ZfFile> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        // SAFETY: the map is read-only and private to this process; every byte read from it is
-        // bounds-checked and checksummed before use. Another process truncating the file while
-        // it is open is outside what a reader can guard against (as for every mapped reader).
-        let mapped = unsafe { memmap2::Mmap::map(&file) };
-        let bytes = match mapped {
-            Ok(m) => FileBytes::Mapped(m),
-            Err(_) => {
-                let mut v = Vec::new();
-                (&file)
-                    .read_to_end(&mut v)
-                    .map_err(|e| Error::io(path, e))?;
-                FileBytes::from_vec(&v)
-            }
-        };
-        Self::from_file_bytes(path.to_path_buf(), bytes)
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        Self::from_source(path.to_path_buf(), Source::File { file, len })
     }
 
     /// Opens a file held in memory; `name` is what errors call it.
     pub fn from_bytes(name: impl Into<PathBuf>, bytes: &[u8]) -> Result<ZfFile> {
-        Self::from_file_bytes(name.into(), FileBytes::from_vec(bytes))
+        Self::from_source(name.into(), Source::from_vec(bytes))
     }
 
-    fn from_file_bytes(path: PathBuf, bytes: FileBytes) -> Result<ZfFile> {
-        let (footer, schema) = parse(bytes.as_slice()).map_err(|e| e.in_file(&path))?;
+    fn from_source(path: PathBuf, source: Source) -> Result<ZfFile> {
+        let (footer, schema) = parse(&source, &path).map_err(|e| e.in_file(&path))?;
         let nchunks: usize = footer.chunks.iter().map(Vec::len).sum();
         Ok(ZfFile {
             path,
-            bytes,
+            source,
             footer,
             schema: Arc::new(schema),
             verified: (0..nchunks).map(|_| AtomicBool::new(false)).collect(),
@@ -535,7 +477,7 @@ impl ZfFile {
 
     /// Size of the file in bytes.
     pub fn file_len(&self) -> u64 {
-        self.bytes.as_slice().len() as u64
+        self.source.len()
     }
 
     /// The index entry of chunk `chunk` of column `col`.
@@ -570,30 +512,29 @@ impl ZfFile {
             })
     }
 
-    /// The raw payload of a chunk (values tree, then validity tree), after checking its
-    /// checksum. Errors name file, column and chunk.
-    pub fn chunk_payload(&self, col: usize, chunk: usize) -> Result<(&[u8], &ChunkMeta)> {
+    /// The raw payload of a chunk (values tree, then validity tree), read and its checksum
+    /// checked. Errors name file, column and chunk.
+    pub fn chunk_payload(&self, col: usize, chunk: usize) -> Result<(Payload<'_>, &ChunkMeta)> {
         let meta = self.try_chunk_meta(col, chunk)?;
         self.checked_payload(col, chunk, meta)
             .map(|p| (p, meta))
             .map_err(|e| self.locate(e, col, chunk))
     }
 
-    /// The chunk's payload, its checksum checked the first time it is read.
-    fn checked_payload(&self, col: usize, chunk: usize, meta: &ChunkMeta) -> Result<&[u8]> {
+    /// The chunk's payload, its checksum checked (for a file in memory, the first time it is
+    /// read).
+    fn checked_payload(&self, col: usize, chunk: usize, meta: &ChunkMeta) -> Result<Payload<'_>> {
         // Entries were checked against the file length at open.
-        let start = usize::try_from(meta.offset).map_err(|_| Error::corrupt("offset"))?;
         let len = usize::try_from(meta.payload_len()).map_err(|_| Error::corrupt("length"))?;
-        let payload = self
-            .bytes
-            .as_slice()
-            .get(start..start.saturating_add(len))
-            .ok_or_else(|| Error::corrupt("chunk payload lies outside the file"))?;
-        let flag = self.verified.get(col * self.num_chunks() + chunk);
+        let payload = self.source.read(meta.offset, len, &self.path)?;
+        let flag = match self.source {
+            Source::Memory { .. } => self.verified.get(col * self.num_chunks() + chunk),
+            Source::File { .. } => None,
+        };
         if flag.is_some_and(|f| f.load(Ordering::Relaxed)) {
             return Ok(payload);
         }
-        let computed = xxh3_64(payload);
+        let computed = xxh3_64(&payload);
         if computed == meta.checksum {
             if let Some(f) = flag {
                 f.store(true, Ordering::Relaxed);
@@ -627,39 +568,26 @@ impl ZfFile {
         chunk: usize,
         scratch: &mut Scratch,
     ) -> Result<(Values, Option<Validity>)> {
+        let (payload, _) = self.chunk_payload(col, chunk)?;
+        self.decode_payload(col, chunk, &payload, scratch)
+    }
+
+    /// Decodes chunk `chunk` of column `col` from its payload, read and checked by
+    /// [`ZfFile::chunk_payload`]. Every error names file, column and chunk.
+    pub fn decode_payload(
+        &self,
+        col: usize,
+        chunk: usize,
+        payload: &[u8],
+        scratch: &mut Scratch,
+    ) -> Result<(Values, Option<Validity>)> {
         let meta = self.try_chunk_meta(col, chunk)?;
         let column = self
             .footer
             .columns
             .get(col)
             .ok_or_else(|| Error::invalid(format!("column index {col} out of range")))?;
-        self.decode_chunk(col, chunk, column, meta, scratch)
-            .map_err(|e| self.locate(e, col, chunk))
-    }
-
-    fn decode_chunk(
-        &self,
-        col: usize,
-        chunk: usize,
-        column: &ColumnMeta,
-        meta: &ChunkMeta,
-        scratch: &mut Scratch,
-    ) -> Result<(Values, Option<Validity>)> {
-        let payload = self.checked_payload(col, chunk, meta)?;
-        let rows = meta.rows as usize;
-        let (values_bytes, validity_bytes) = payload.split_at(meta.values_len as usize);
-        let node = NodeView::parse(values_bytes)?;
-        let ptype = column.column_type.ptype();
-        if node.ptype != ptype || node.len != rows {
-            return Err(Error::corrupt(format!(
-                "values tree holds {} {} values, the index says {rows} {ptype} values",
-                node.len, node.ptype
-            )));
-        }
-        let mut values = scratch.take(ptype);
-        zipflow_encodings::decode(&node, &mut values, scratch)?;
-        let validity = decode_validity(validity_bytes, meta, scratch)?;
-        Ok((values, validity))
+        decode_chunk(column, meta, payload, scratch).map_err(|e| self.locate(e, col, chunk))
     }
 
     /// Reads the validity of chunk `chunk` of column `col` (`None` when the chunk has no
@@ -679,6 +607,31 @@ impl ZfFile {
             .and_then(|b| decode_validity(b, meta, scratch))
             .map_err(|e| self.locate(e, col, chunk))
     }
+}
+
+/// Decodes a chunk's values and validity from its payload.
+fn decode_chunk(
+    column: &ColumnMeta,
+    meta: &ChunkMeta,
+    payload: &[u8],
+    scratch: &mut Scratch,
+) -> Result<(Values, Option<Validity>)> {
+    let rows = meta.rows as usize;
+    let (values_bytes, validity_bytes) = payload
+        .split_at_checked(meta.values_len as usize)
+        .ok_or_else(|| Error::corrupt("values tree outside the chunk payload"))?;
+    let node = NodeView::parse(values_bytes)?;
+    let ptype = column.column_type.ptype();
+    if node.ptype != ptype || node.len != rows {
+        return Err(Error::corrupt(format!(
+            "values tree holds {} {} values, the index says {rows} {ptype} values",
+            node.len, node.ptype
+        )));
+    }
+    let mut values = scratch.take(ptype);
+    zipflow_encodings::decode(&node, &mut values, scratch)?;
+    let validity = decode_validity(validity_bytes, meta, scratch)?;
+    Ok((values, validity))
 }
 
 /// Decodes a chunk's validity tree (`bytes`, after its values tree) into flags, checked to
@@ -725,16 +678,16 @@ fn validity_from_u8(flags: &Values, null_count: u64) -> Result<Validity> {
     Ok(flags.iter().map(|&f| f == 1).collect())
 }
 
-/// Checks header and trailer and parses the footer of a whole file.
-fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
-    let len = bytes.len();
-    if len < HEADER_LEN + TRAILER_LEN {
+/// Checks header and trailer and parses the footer of a file, reading only those.
+fn parse(source: &Source, path: &Path) -> Result<(Footer, Schema)> {
+    let len = source.len();
+    if len < (HEADER_LEN + TRAILER_LEN) as u64 {
         return Err(Error::corrupt(format!(
             "not a zipflow file: {len} bytes is shorter than header and trailer"
         )));
     }
-    let (header, rest) = bytes.split_at(HEADER_LEN);
-    let (body, trailer) = rest.split_at(rest.len() - TRAILER_LEN);
+    let header = source.read(0, HEADER_LEN, path)?;
+    let trailer = source.read(len - TRAILER_LEN as u64, TRAILER_LEN, path)?;
     if header[..8] != MAGIC {
         return Err(Error::corrupt(
             "not a zipflow file: the magic `ZIPFLOW1` is missing",
@@ -768,16 +721,17 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
             .try_into()
             .map_err(|_| Error::corrupt("trailer"))?,
     );
-    let body_len = body.len() as u64;
+    let body_len = len - (HEADER_LEN + TRAILER_LEN) as u64;
     if footer_len > body_len {
         return Err(Error::corrupt(format!(
             "footer length {footer_len} exceeds the {body_len} bytes between header and trailer"
         )));
     }
-    // `footer_len <= body.len()`, so this fits a usize.
-    let footer_start = body.len() - footer_len as usize;
-    let footer = &body[footer_start..];
-    let computed = xxh3_64(footer);
+    let payload_end = HEADER_LEN as u64 + (body_len - footer_len);
+    let footer_len = usize::try_from(footer_len)
+        .map_err(|_| Error::corrupt(format!("footer length {footer_len} is too large")))?;
+    let footer = source.read(payload_end, footer_len, path)?;
+    let computed = xxh3_64(&footer);
     if computed != stored {
         return Err(Error::Checksum {
             loc: Default::default(),
@@ -786,13 +740,12 @@ fn parse(bytes: &[u8]) -> Result<(Footer, Schema)> {
             computed,
         });
     }
-    let payload_end = (HEADER_LEN + footer_start) as u64;
     if !payload_end.is_multiple_of(8) {
         return Err(Error::corrupt(format!(
             "footer starts at byte {payload_end}, not 8-byte aligned"
         )));
     }
-    let footer = Footer::read(footer, payload_end, version)?;
+    let footer = Footer::read(&footer, payload_end, version)?;
     let schema = schema_from_ipc(&footer.schema_ipc)?;
     if schema.fields().len() != footer.columns.len()
         || schema
