@@ -31,6 +31,7 @@
 mod exec;
 mod functions;
 mod prune;
+pub mod query;
 mod table;
 
 pub use exec::ZfScanExec;

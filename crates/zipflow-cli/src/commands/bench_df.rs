@@ -79,7 +79,7 @@ pub fn run(
     let rows = ZfFile::open(zf)?.num_rows();
     println!("DataFusion over {}", path.display());
     for (qname, text) in queries {
-        let (sql, _) = super::sql::engine::quoted_tables(text)?;
+        let (sql, _) = zipflow_datafusion::query::quoted_tables(text)?;
         for &t in threads {
             let t = if t == 0 {
                 std::thread::available_parallelism().map_or(1, usize::from)

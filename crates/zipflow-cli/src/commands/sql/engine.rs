@@ -6,11 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use arrow::array::RecordBatch;
-use datafusion::common::TableReference;
 use datafusion::prelude::SessionConfig;
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Word};
 use zipflow_compute::QueryResult;
 use zipflow_datafusion::ZfTable;
 
@@ -70,77 +66,6 @@ impl Tables {
     }
 }
 
-/// Rewrites each single-quoted string that stands as a table in FROM or JOIN (`FROM
-/// 'lineitem.zf'`) into a quoted identifier, and returns the new text and those paths.
-pub fn quoted_tables(sql: &str) -> Result<(String, Vec<String>)> {
-    let tokens = Tokenizer::new(&GenericDialect {}, sql)
-        .tokenize()
-        .map_err(|e| anyhow!("the query does not parse: {e}"))?;
-    let mut paths = Vec::new();
-    let mut out = String::with_capacity(sql.len());
-    // Whether each open parenthesis level is inside a FROM clause (ON and USING conditions
-    // included: at their own level a comma can only start another table), and the token
-    // before, skipping whitespace.
-    let mut in_from = vec![false];
-    let mut previous: Option<&Token> = None;
-    for token in &tokens {
-        match token {
-            Token::LParen => in_from.push(false),
-            Token::RParen if in_from.len() > 1 => {
-                in_from.pop();
-            }
-            Token::Word(w) => {
-                if let Some(level) = in_from.last_mut() {
-                    match w.keyword {
-                        Keyword::FROM | Keyword::JOIN => *level = true,
-                        Keyword::SELECT
-                        | Keyword::WHERE
-                        | Keyword::GROUP
-                        | Keyword::ORDER
-                        | Keyword::HAVING
-                        | Keyword::LIMIT
-                        | Keyword::UNION
-                        | Keyword::INTERSECT
-                        | Keyword::EXCEPT
-                        | Keyword::WINDOW
-                        | Keyword::QUALIFY => *level = false,
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-        let table_position = match previous {
-            Some(Token::Word(w)) => matches!(w.keyword, Keyword::FROM | Keyword::JOIN),
-            Some(Token::Comma) => in_from.last().copied().unwrap_or(false),
-            _ => false,
-        };
-        match token {
-            Token::SingleQuotedString(path) if table_position => {
-                if path.contains('"') {
-                    bail!(
-                        "table path `{path}`: a path with `\"` cannot be named in FROM; use --table"
-                    );
-                }
-                if !paths.contains(path) {
-                    paths.push(path.clone());
-                }
-                let ident = Token::Word(Word {
-                    value: path.clone(),
-                    quote_style: Some('"'),
-                    keyword: Keyword::NoKeyword,
-                });
-                out.push_str(&ident.to_string());
-            }
-            t => out.push_str(&t.to_string()),
-        }
-        if !matches!(token, Token::Whitespace(_)) {
-            previous = Some(token);
-        }
-    }
-    Ok((out, paths))
-}
-
 /// Runs `sql` through DataFusion on `threads` threads (0: one per core).
 pub fn run(sql: &str, tables: &Tables, threads: usize) -> Result<QueryResult> {
     let threads = if threads == 0 {
@@ -169,13 +94,9 @@ async fn run_async(sql: &str, tables: &Tables, threads: usize) -> Result<QueryRe
             .map_err(|e| anyhow!("table `{name}`: {e}"))?;
         names.push(name);
     }
-    let (text, paths) = quoted_tables(sql)?;
-    for path in paths {
-        let table = ZfTable::open(&path).map_err(|e| anyhow!("table '{path}': {e}"))?;
-        ctx.register_table(TableReference::bare(path.as_str()), Arc::new(table))
-            .map_err(|e| anyhow!("table '{path}': {e}"))?;
-        names.push(format!("'{path}'"));
-    }
+    let (text, paths) =
+        zipflow_datafusion::query::register_quoted_tables(&ctx, sql).map_err(|e| anyhow!("{e}"))?;
+    names.extend(paths.iter().map(|p| format!("'{p}'")));
     let known = |e: datafusion::error::DataFusionError| {
         let text = e.to_string();
         if text.contains("not found") && !text.contains("No field") {
@@ -198,21 +119,6 @@ async fn run_async(sql: &str, tables: &Tables, threads: usize) -> Result<QueryRe
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quoted_paths_in_from_and_join_become_tables() {
-        let (sql, paths) = quoted_tables(
-            "SELECT 'a.zf', x FROM 'data/l.zf' l JOIN 'o.zf' o ON l.k = o.k, 'p.zf' \
-             WHERE s IN ('q.zf', 'r.zf') AND k IN (SELECT k FROM 's.zf')",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(paths, ["data/l.zf", "o.zf", "p.zf", "s.zf"]);
-        assert_eq!(
-            sql,
-            "SELECT 'a.zf', x FROM \"data/l.zf\" l JOIN \"o.zf\" o ON l.k = o.k, \"p.zf\" \
-             WHERE s IN ('q.zf', 'r.zf') AND k IN (SELECT k FROM \"s.zf\")"
-        );
-    }
 
     #[test]
     fn table_arguments_need_a_name_and_a_path() {
