@@ -110,15 +110,7 @@ impl RecordBatchReader for StreamReader {
 
 /// A runtime with `threads` workers (0: one per core) and a zipflow session using them.
 fn session(threads: usize) -> PyResult<(Runtime, SessionContext)> {
-    let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, usize::from)
-    } else {
-        threads
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
+    let (runtime, threads) = zipflow_datafusion::query::runtime(threads)
         .map_err(|e| QueryError::new_err(format!("starting the query runtime: {e}")))?;
     let config = SessionConfig::new()
         .with_target_partitions(threads)

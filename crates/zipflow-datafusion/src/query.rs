@@ -99,6 +99,21 @@ pub fn register_quoted_tables(ctx: &SessionContext, sql: &str) -> Result<(String
     Ok((text, paths))
 }
 
+/// A multi-threaded runtime of `threads` workers (0: one per core) to run queries on, and
+/// its worker count (the session's target partitions).
+pub fn runtime(threads: usize) -> std::io::Result<(tokio::runtime::Runtime, usize)> {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    } else {
+        threads
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()?;
+    Ok((runtime, threads))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

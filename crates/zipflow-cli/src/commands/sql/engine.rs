@@ -68,16 +68,8 @@ impl Tables {
 
 /// Runs `sql` through DataFusion on `threads` threads (0: one per core).
 pub fn run(sql: &str, tables: &Tables, threads: usize) -> Result<QueryResult> {
-    let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, usize::from)
-    } else {
-        threads
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-        .context("starting the query runtime")?;
+    let (runtime, threads) =
+        zipflow_datafusion::query::runtime(threads).context("starting the query runtime")?;
     runtime.block_on(run_async(sql, tables, threads))
 }
 
