@@ -146,10 +146,7 @@ impl File {
         let (schema, batches) = match filter {
             Some(predicate) => {
                 let file = Arc::clone(&self.inner);
-                let names = projection
-                    .iter()
-                    .map(|&c| self.inner.columns()[c].name.clone())
-                    .collect::<Vec<_>>();
+                let names = self.names(&projection);
                 py.detach(|| query::filtered(file, &names, &predicate, threads))?
             }
             None => {
@@ -202,10 +199,7 @@ impl File {
         let projection = self.projection(columns.as_deref())?;
         let reader: Box<dyn RecordBatchReader + Send> = match filter {
             Some(predicate) => {
-                let names = projection
-                    .iter()
-                    .map(|&c| self.inner.columns()[c].name.clone())
-                    .collect::<Vec<_>>();
+                let names = self.names(&projection);
                 let file = Arc::clone(&self.inner);
                 Box::new(py.detach(|| query::stream(file, &names, &predicate, threads))?)
             }
@@ -216,6 +210,7 @@ impl File {
                     projection,
                     schema,
                     next: 0,
+                    scratch: Scratch::default(),
                 })
             }
         };
@@ -224,8 +219,21 @@ impl File {
 }
 
 impl File {
+    /// The open file.
+    pub(crate) fn zf(&self) -> &Arc<ZfFile> {
+        &self.inner
+    }
+
+    /// The names of the columns at `projection`.
+    fn names(&self, projection: &[usize]) -> Vec<String> {
+        projection
+            .iter()
+            .map(|&c| self.inner.columns()[c].name.clone())
+            .collect()
+    }
+
     /// The indices of `columns` (all when `None`), refusing unknown and repeated names.
-    fn projection(&self, columns: Option<&[String]>) -> PyResult<Vec<usize>> {
+    pub(crate) fn projection(&self, columns: Option<&[String]>) -> PyResult<Vec<usize>> {
         let f = &self.inner;
         let Some(names) = columns else {
             return Ok((0..f.columns().len()).collect());
@@ -354,6 +362,7 @@ struct ChunkReader {
     projection: Vec<usize>,
     schema: SchemaRef,
     next: usize,
+    scratch: Scratch,
 }
 
 impl Iterator for ChunkReader {
@@ -365,10 +374,15 @@ impl Iterator for ChunkReader {
         }
         let i = self.next;
         self.next += 1;
-        let mut scratch = Scratch::default();
         Some(
-            read_projected(&self.file, i, &self.projection, &self.schema, &mut scratch)
-                .map_err(|e| ArrowError::ExternalError(Box::new(e))),
+            read_projected(
+                &self.file,
+                i,
+                &self.projection,
+                &self.schema,
+                &mut self.scratch,
+            )
+            .map_err(|e| ArrowError::ExternalError(Box::new(e))),
         )
     }
 }

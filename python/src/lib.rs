@@ -9,6 +9,7 @@
 
 mod errors;
 mod file;
+mod gpu;
 mod query;
 mod write;
 
@@ -19,7 +20,9 @@ use pyo3::prelude::*;
 fn _zipflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<file::File>()?;
+    m.add_class::<gpu::DeviceArray>()?;
     m.add_function(wrap_pyfunction!(file::open, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu::decode_on_device, m)?)?;
     m.add_function(wrap_pyfunction!(file::bench_rust_read, m)?)?;
     m.add_function(wrap_pyfunction!(write::compress_stream, m)?)?;
     m.add_function(wrap_pyfunction!(write::compress_bytes, m)?)?;

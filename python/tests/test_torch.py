@@ -1,4 +1,4 @@
-"""Columns as torch tensors (on the CPU; GPU decoding is not implemented yet)."""
+"""Columns as torch tensors decoded on the CPU (tests/test_gpu.py: on the GPU)."""
 
 import datetime as dt
 import decimal
@@ -44,10 +44,12 @@ def test_columns_become_tensors_of_their_type(path):
     assert d.dtype == torch.int32 and int(d[0]) == (dt.date(2000, 1, 1) - dt.date(1970, 1, 1)).days
     p = f.to_torch("p")
     assert p.dtype == torch.float64 and float(p[12]) == 0.12
+    assert torch.equal(p, torch.arange(10_000, dtype=torch.float64) / 100)
     scaled = zt.column(f, "p", decimal="int64")
     assert torch.equal(scaled, torch.arange(10_000))
     cols = zt.columns(path, ["i", "x"])
     assert set(cols) == {"i", "x"} and torch.equal(cols["i"], i)
+    assert cols.h2d_bytes == 0
 
 
 def test_what_a_tensor_cannot_hold_is_refused(path):
@@ -56,10 +58,22 @@ def test_what_a_tensor_cannot_hold_is_refused(path):
         f.to_torch("s")
     with pytest.raises(zipflow.InvalidInputError, match="1 nulls"):
         f.to_torch("nul")
-    with pytest.raises(zipflow.UnsupportedError, match="not implemented yet"):
+    with pytest.raises(zipflow.UnsupportedError, match="meta memory is not supported"):
+        f.to_torch("i", device="meta")
+    with pytest.raises(zipflow.InvalidInputError, match="decimal must be"):
+        f.to_torch("p", decimal="float32")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present (tests/test_gpu.py)")
+def test_without_a_gpu_cuda_says_why(path):
+    f = zipflow.open(path)
+    with pytest.raises(zipflow.UnsupportedError, match="no usable GPU"):
         f.to_torch("i", device="cuda")
-    with pytest.raises(zipflow.UnsupportedError, match="not implemented yet"):
-        f.to_device(["i"])
+    with pytest.raises(zipflow.UnsupportedError, match="no usable GPU"):
+        f.to_device(["i", "x"])
+    # Columns a tensor cannot hold are refused before any GPU is needed.
+    with pytest.raises(zipflow.InvalidInputError, match="1 nulls"):
+        f.to_torch("nul", device="cuda")
 
 
 def test_the_dataset_yields_every_row_group_once(path):
@@ -75,6 +89,10 @@ def test_the_dataset_yields_every_row_group_once(path):
     assert rows == list(range(10_000))
     with pytest.raises(zipflow.InvalidInputError, match="no column"):
         zt.ChunkDataset(path, ["zz"])
+    pairs = zt.ChunkDataset(path, ["i"], row_groups=2)
+    assert len(pairs) == 2 and [len(b["i"]) for b in pairs] == [6000, 4000]
+    with pytest.raises(zipflow.InvalidInputError, match="at least 1"):
+        zt.ChunkDataset(path, ["i"], row_groups=0)
 
 
 def test_a_small_model_trains_from_the_dataset(path):

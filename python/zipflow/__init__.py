@@ -231,17 +231,24 @@ class File:
         """The table as a pandas DataFrame (`pyarrow.Table.to_pandas(**kwargs)`)."""
         return self.read(columns, filter).to_pandas(**kwargs)
 
-    def to_torch(self, column: str, device: str = "cpu"):
-        """Column `column` as a torch tensor on `device`. See `zipflow.torch.column`."""
+    def to_torch(self, column: str, device: Any = "cpu", decimal: str = "float64"):
+        """Column `column` as a torch tensor on `device`: with a CUDA device, decoded on the
+        GPU straight into device memory. See `zipflow.torch.column`."""
         from . import torch as zt
 
-        return zt.column(self, column, device=device)
+        return zt.column(self, column, device=device, decimal=decimal)
 
-    def to_device(self, columns: Optional[Sequence[str]] = None, device: str = "cuda"):
-        """Columns as a dict of torch tensors on `device`. See `zipflow.torch.columns`."""
+    def to_device(
+        self,
+        columns: Optional[Sequence[str]] = None,
+        device: Any = "cuda",
+        decimal: str = "float64",
+    ):
+        """Columns (all when None) as a dict of torch tensors on `device`, decoded there.
+        See `zipflow.torch.columns`."""
         from . import torch as zt
 
-        return zt.columns(self, columns, device=device)
+        return zt.columns(self, columns, device=device, decimal=decimal)
 
 
 def _names(columns: Optional[Iterable[str]]) -> Optional[list]:

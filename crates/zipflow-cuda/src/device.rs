@@ -7,9 +7,12 @@
 use crate::cache::ModuleCache;
 use crate::codegen::Kernel;
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, PinnedHostSlice,
+};
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 use zipflow_core::{Error, Result};
 
@@ -76,6 +79,58 @@ pub struct Gpu {
     info: GpuInfo,
     cache: ModuleCache,
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    /// Pinned staging buffers that finished decoders gave back, for the next decoder:
+    /// allocating pinned memory costs far more than filling it, and a reader decoding batch
+    /// after batch would otherwise pay that for every column of every batch.
+    staging: Mutex<Vec<PinnedHostSlice<u8>>>,
+}
+
+/// Staging buffers kept for reuse at most: their count and their bytes together.
+const STAGING_KEPT: usize = 16;
+const STAGING_KEPT_BYTES: usize = 1 << 30;
+
+/// A pinned staging buffer lent by [`Gpu`], given back when dropped.
+pub(crate) struct Staging<'g> {
+    gpu: &'g Gpu,
+    /// Taken (once) by `drop`.
+    buffer: ManuallyDrop<PinnedHostSlice<u8>>,
+}
+
+impl Staging<'_> {
+    /// The buffer (at least the bytes asked for; maybe more).
+    pub(crate) fn buffer(&self) -> &PinnedHostSlice<u8> {
+        &self.buffer
+    }
+
+    /// The buffer, to fill.
+    pub(crate) fn buffer_mut(&mut self) -> &mut PinnedHostSlice<u8> {
+        &mut self.buffer
+    }
+}
+
+impl Drop for Staging<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once and nothing uses the field after it.
+        let b = unsafe { ManuallyDrop::take(&mut self.buffer) };
+        // A copy from the buffer may still be queued (a decoder dropped before it
+        // finished): the next borrower must not write into it before that copy ran.
+        for s in &self.gpu.streams {
+            if s.synchronize().is_err() {
+                return;
+            }
+        }
+        let mut pool = self.gpu.staging.lock().unwrap_or_else(|e| e.into_inner());
+        pool.push(b);
+        // Over the limits, the smallest go first: the large ones are the costly ones.
+        while pool.len() > STAGING_KEPT
+            || pool.iter().map(PinnedHostSlice::len).sum::<usize>() > STAGING_KEPT_BYTES
+        {
+            let Some(i) = (0..pool.len()).min_by_key(|&i| pool[i].len()) else {
+                break;
+            };
+            pool.swap_remove(i);
+        }
+    }
 }
 
 impl std::fmt::Debug for Gpu {
@@ -178,6 +233,30 @@ impl Gpu {
             info,
             cache: ModuleCache::from_env(),
             modules: Mutex::new(HashMap::new()),
+            staging: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A pinned host buffer of at least `bytes` bytes for staging uploads: the smallest one
+    /// kept that fits, else a new one.
+    pub(crate) fn staging(&self, bytes: usize) -> Result<Staging<'_>> {
+        let kept = {
+            let mut pool = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+            (0..pool.len())
+                .filter(|&i| pool[i].len() >= bytes)
+                .min_by_key(|&i| pool[i].len())
+                .map(|i| pool.swap_remove(i))
+        };
+        let buffer = match kept {
+            Some(b) => b,
+            // SAFETY: pinned memory whose bytes the borrower writes before any copy reads
+            // them (`Staging` is filled before the upload).
+            None => unsafe { self.ctx.alloc_pinned::<u8>(bytes.max(1)) }
+                .map_err(cuda("allocating pinned host memory"))?,
+        };
+        Ok(Staging {
+            gpu: self,
+            buffer: ManuallyDrop::new(buffer),
         })
     }
 

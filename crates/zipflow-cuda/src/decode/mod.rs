@@ -21,13 +21,13 @@ use crate::codegen::{
     ERR_ANS, ERR_CHAR, ERR_DICT, ERR_FSST, ERR_PATCH, ERR_RLE_SUM, ERR_RLE_ZERO, ERR_STR,
     KERNEL_NAME, Kernel, KernelKind, generate,
 };
-use crate::device::{Gpu, cuda};
+use crate::device::{Gpu, Staging, cuda};
 pub(crate) mod host;
 
 use crate::shape::Shape;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use host::HostColumn;
 use std::collections::HashMap;
@@ -181,7 +181,7 @@ pub struct ColumnDecoder<'g> {
     gpu: &'g Gpu,
     ptype: PType,
     rows: usize,
-    staging: PinnedHostSlice<u8>,
+    staging: Staging<'g>,
     /// Per batch: the bytes of `staging` it covers, and per group the range of work entries.
     batches: Vec<(Range<usize>, Vec<Range<usize>>)>,
     groups: Vec<Group>,
@@ -223,21 +223,47 @@ impl<'g> ColumnDecoder<'g> {
         column: usize,
         times: usize,
     ) -> Result<ColumnDecoder<'g>> {
+        Self::for_chunk_list(gpu, file, column, 0..file.num_chunks(), times.max(1))
+    }
+
+    /// Prepares chunks `chunks` (row groups, in the order given) of column `column` of
+    /// `file`, decoded one after another into one buffer.
+    pub fn for_chunks(
+        gpu: &'g Gpu,
+        file: &ZfFile,
+        column: usize,
+        chunks: &[usize],
+    ) -> Result<ColumnDecoder<'g>> {
+        if let Some(&c) = chunks.iter().find(|&&c| c >= file.num_chunks()) {
+            return Err(Error::invalid(format!(
+                "row group {c} out of range: the file has {}",
+                file.num_chunks()
+            )));
+        }
+        Self::for_chunk_list(gpu, file, column, chunks.iter().copied(), 1)
+    }
+
+    fn for_chunk_list(
+        gpu: &'g Gpu,
+        file: &ZfFile,
+        column: usize,
+        chunks: impl ExactSizeIterator<Item = usize>,
+        times: usize,
+    ) -> Result<ColumnDecoder<'g>> {
         let meta = file
             .columns()
             .get(column)
             .ok_or_else(|| Error::invalid(format!("column index {column} out of range")))?;
         let ptype = meta.column_type.ptype();
         let name = meta.name.clone();
-        let mut trees = Vec::with_capacity(file.num_chunks());
-        let mut sizes = Vec::with_capacity(file.num_chunks());
-        for c in 0..file.num_chunks() {
+        let mut trees = Vec::with_capacity(chunks.len());
+        let mut sizes = Vec::with_capacity(chunks.len());
+        for c in chunks {
             let (values, cm) = values_tree(file, column, c)?;
             trees.push(values);
             // A string chunk's plain size is its bytes plus 4 per offset.
             sizes.push(cm.plain_bytes.saturating_sub(4 * (u64::from(cm.rows) + 1)));
         }
-        let times = times.max(1);
         let trees: Vec<&[u8]> = trees.iter().map(|t| &t[..]).collect();
         let only = trees.repeat(times);
         let sizes = sizes.repeat(times);
@@ -285,7 +311,6 @@ impl<'g> ColumnDecoder<'g> {
             width,
             ..
         } = h;
-        let ctx = &gpu.ctx;
         let stream = &gpu.streams[0];
         // A column's shapes compile side by side.
         gpu.prepare(&host.iter().map(|g| &g.kernel).collect::<Vec<_>>())?;
@@ -323,14 +348,14 @@ impl<'g> ColumnDecoder<'g> {
                 expand,
             });
         }
-        // SAFETY: pinned memory of `total.max(1)` bytes; every byte is written below before
-        // any copy reads it.
-        let mut staging = unsafe { ctx.alloc_pinned::<u8>(total.max(1)) }
-            .map_err(cuda("allocating pinned host memory"))?;
+        let mut staging = gpu.staging(total)?;
         {
             let s = staging
+                .buffer_mut()
                 .as_mut_slice()
                 .map_err(cuda("mapping pinned memory"))?;
+            // The copies read `total` bytes: trees, what the host derived, and zeros between.
+            let s = &mut s[..total];
             s.fill(0);
             for (t, &o) in trees.iter().zip(&offsets) {
                 s[o..o + t.len()].copy_from_slice(t);
@@ -345,15 +370,17 @@ impl<'g> ColumnDecoder<'g> {
             rows * ptype.byte_width()
         };
         // SAFETY: device buffers that kernels write before anything reads them (input by the
-        // uploads, output and scratch by the kernels, which the validated descriptors keep
-        // within bounds); `err` is zeroed before every decode.
-        let (input, output, scratch) = unsafe {
+        // uploads, output by the kernels, which the validated descriptors keep within
+        // bounds); `err` is zeroed before every decode.
+        let (input, output) = unsafe {
             (
                 stream.alloc::<u8>(total.max(1)),
                 stream.alloc::<u8>(out_bytes.max(1)),
-                stream.alloc::<u8>(scratch_bytes.max(1)),
             )
         };
+        // Zeroed once: a corrupt chunk stops its first stage part way, and the expansion that
+        // follows may then read scratch no stage wrote before the error is seen.
+        let scratch = stream.alloc_zeros::<u8>(scratch_bytes.max(1));
         let err = stream
             .alloc_zeros::<i32>(1)
             .map_err(cuda("allocating the error word"))?;
@@ -511,6 +538,7 @@ impl<'g> ColumnDecoder<'g> {
         streams[0].synchronize().map_err(cuda("synchronising"))?;
         let src = self
             .staging
+            .buffer()
             .as_slice()
             .map_err(cuda("mapping pinned memory"))?;
         let (input, _guard) = self.input.device_ptr(&streams[0]);
