@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
-if ! "$python" -c "import pyarrow, pandas, numpy, pytest, torch" 2>/dev/null; then
+if ! "$python" -c "import pyarrow, pandas, numpy, pytest, torch, datafusion" 2>/dev/null; then
     "$python" -m pip install -q --disable-pip-version-check -r python/requirements-test.txt
 fi
 cargo build --workspace --lib --tests --locked

@@ -10,6 +10,7 @@
 mod errors;
 mod file;
 mod gpu;
+mod provider;
 mod query;
 mod write;
 
@@ -28,5 +29,6 @@ fn _zipflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write::compress_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(write::decompress_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(query::sql, m)?)?;
+    m.add_function(wrap_pyfunction!(provider::datafusion_table_provider, m)?)?;
     Ok(())
 }

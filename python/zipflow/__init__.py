@@ -231,6 +231,16 @@ class File:
         """The table as a pandas DataFrame (`pyarrow.Table.to_pandas(**kwargs)`)."""
         return self.read(columns, filter).to_pandas(**kwargs)
 
+    def __datafusion_table_provider__(self, session: Any) -> object:
+        """The file as a table of the `datafusion` Python package (version 55), scanned by
+        zipflow with projection, zone-map filter and limit pushdown:
+
+            ctx = datafusion.SessionContext()
+            ctx.register_table("lineitem", zipflow.open("lineitem.zf"))
+            ctx.sql("SELECT count(*) FROM lineitem").to_arrow_table()
+        """
+        return _zipflow.datafusion_table_provider(self._raw, session)
+
     def to_torch(self, column: str, device: Any = "cpu", decimal: str = "float64"):
         """Column `column` as a torch tensor on `device`: with a CUDA device, decoded on the
         GPU straight into device memory. See `zipflow.torch.column`."""

@@ -26,9 +26,7 @@ pub(crate) mod host;
 
 use crate::shape::Shape;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
 use host::HostColumn;
 use std::collections::HashMap;
 use std::ops::Range;
