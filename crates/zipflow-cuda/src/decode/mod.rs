@@ -85,23 +85,30 @@ impl std::fmt::Debug for DeviceColumn {
 }
 
 impl DeviceColumn {
-    /// Copies the values back to the host.
+    /// Copies the values back to the host: the bytes the values occupy, not the padding
+    /// around them (which no kernel writes).
     pub fn to_host(&self, gpu: &Gpu) -> Result<Values> {
         let stream = &gpu.streams[0];
-        let bytes = stream
-            .clone_dtoh(&self.buffer)
-            .map_err(cuda("copying values to the host"))?;
+        let copy = |range: std::ops::Range<usize>| -> Result<Vec<u8>> {
+            if range.end > self.buffer.len() {
+                return Err(Error::corrupt("device column shorter than its values"));
+            }
+            if range.is_empty() {
+                return Ok(Vec::new());
+            }
+            stream
+                .clone_dtoh(&self.buffer.slice(range))
+                .map_err(cuda("copying values to the host"))
+        };
         if self.ptype == PType::Bytes {
             let at = offsets_start(self.string_bytes);
             let w = self.offset_width;
             if w == 0 {
                 return Err(Error::invalid("the strings were decoded without offsets"));
             }
-            let raw = bytes
-                .get(at..at + w * (self.len + 1))
-                .ok_or_else(|| Error::corrupt("device column shorter than its offsets"))?;
+            let raw = copy(at..at + w * (self.len + 1))?;
             let offsets = if w == 8 {
-                bytemuck::pod_collect_to_vec(raw)
+                bytemuck::pod_collect_to_vec(&raw)
             } else {
                 raw.chunks_exact(4)
                     .map(|c| u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
@@ -109,14 +116,11 @@ impl DeviceColumn {
             };
             return Ok(Values::Bytes(ByteStrings {
                 offsets,
-                data: bytes[..self.string_bytes].to_vec(),
+                data: copy(0..self.string_bytes)?,
             }));
         }
-        let n = self.len * self.ptype.byte_width();
-        let bytes = bytes
-            .get(..n)
-            .ok_or_else(|| Error::corrupt("device column shorter than its length"))?;
-        values_from_bytes(self.ptype, bytes)
+        let bytes = copy(0..self.len * self.ptype.byte_width())?;
+        values_from_bytes(self.ptype, &bytes)
     }
 }
 
