@@ -47,7 +47,7 @@ def tensor_ready(table: pa.Table) -> pa.Table:
         if pa.types.is_decimal(c.type):
             c = pc.cast(c, pa.float64())
         elif pa.types.is_date32(c.type):
-            c = c.view(pa.int32())
+            c = c.cast(pa.int32())
         cols.append(c)
     return pa.table(cols, names=table.column_names)
 
