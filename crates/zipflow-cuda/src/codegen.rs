@@ -95,8 +95,14 @@ pub const ERR_CHAR: i32 = 128;
 /// Error bit: `hipatch` exception counts that do not add up to the node's, or an offset
 /// outside its vector, past the stream's end or not after the one before it.
 pub const ERR_PATCH: i32 = 32;
-/// Dictionaries of at most this many entries are read from shared memory.
+/// Dictionaries of at most this many entries are read from shared memory, where the kernel's
+/// other shared arrays leave room for them (see [`dict_cache_define`]).
 pub const DICT_SHARED: usize = 1024;
+/// Bytes of static shared memory a kernel may declare.
+const STATIC_SHARED: usize = 48 * 1024;
+/// Bytes of static shared memory kept for the prelude's block-reduction helpers, whose arrays
+/// are sized by their template's type (one array per type a kernel uses them with).
+const HELPER_SHARED: usize = 2048;
 /// Name of the generated kernel.
 pub const KERNEL_NAME: &str = "zf_decode";
 
@@ -439,10 +445,12 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     };
     let key = shape.key();
     g.src.push_str(&prelude::prelude(&key, kind, nparams));
+    let prelude_end = g.src.len();
     g.node(0)?;
     if shape.ptype == PType::Bytes {
         let entries = string_entries(&g);
         g.src.push_str(&entries);
+        g.src.insert_str(prelude_end, &dict_cache_define(&g.src));
         let (dyn_smem, expand_smem, segment_rows) = (g.dyn_smem, g.expand_smem, g.segment_rows());
         let expand_narrow_smem = g.expand_narrow_smem;
         let segments_per_block = g.segments_per_block();
@@ -468,6 +476,7 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     }
     let entry = numeric_entry(&mut g, shape.ptype)?;
     g.src.push_str(&entry);
+    g.src.insert_str(prelude_end, &dict_cache_define(&g.src));
     Ok(Kernel {
         source: g.src,
         kind,
@@ -484,6 +493,60 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
         first_kernel: true,
         fixed_strings: false,
     })
+}
+
+/// The line defining `ZF_DICT_CACHE`, the entries each dictionary cache (`zf_d<k>`) of `src`
+/// holds: [`DICT_SHARED`] where the caches fit in [`STATIC_SHARED`] beside every other static
+/// shared array `src` declares, else 1, so that a kernel whose stages already fill its shared
+/// memory (an `ans` table beside a delta scan's tiles, say) reads its dictionary entries from
+/// the values node instead of failing to compile. Empty where `src` has no cache.
+///
+/// Each shared array is declared on a line of its own as
+/// `__shared__ [__align__(N)] TYPE NAME[DIM]...;`, its sizes constant expressions of the
+/// prelude's macros; the condition is a C constant expression over them, so the compiler
+/// evaluates it with the launch constants it is given.
+pub(crate) fn dict_cache_define(src: &str) -> String {
+    let (mut caches, mut others) = (Vec::new(), Vec::new());
+    for line in src.lines() {
+        let Some(decl) = line.trim().strip_prefix("__shared__ ") else {
+            continue;
+        };
+        let decl = match decl.strip_prefix("__align__(") {
+            Some(rest) => rest.split_once(") ").map_or(decl, |(_, d)| d),
+            None => decl,
+        };
+        let Some((ty, rest)) = decl.split_once(' ') else {
+            continue;
+        };
+        let Some((name, dims)) = rest.trim_end_matches(';').split_once('[') else {
+            continue;
+        };
+        // The prelude's helpers are templates over `A`: counted in HELPER_SHARED.
+        if ty == "A" {
+            continue;
+        }
+        let dims: Vec<&str> = dims
+            .trim_end_matches(']')
+            .split("][")
+            .map(str::trim)
+            .collect();
+        if name.starts_with("zf_d") && dims == ["ZF_DICT_CACHE"] {
+            caches.push(format!("sizeof({ty}) * {DICT_SHARED}u"));
+        } else {
+            let size: Vec<String> = dims.iter().map(|d| format!("({d})")).collect();
+            others.push(format!("sizeof({ty}) * {}", size.join(" * ")));
+        }
+    }
+    if caches.is_empty() {
+        return String::new();
+    }
+    let all: Vec<String> = caches.into_iter().chain(others).collect();
+    format!(
+        "// Dictionary caches hold {DICT_SHARED} entries where they fit beside the other shared arrays.\n\
+         #define ZF_DICT_CACHE (({}) <= {}u ? {DICT_SHARED}u : 1u)\n",
+        all.join(" + "),
+        STATIC_SHARED - HELPER_SHARED
+    )
 }
 
 /// The parameters every entry point (and the expansion's template body) takes.

@@ -486,6 +486,7 @@ fn every_candidate_plan_matches_the_cpu() -> Result<()> {
                 "zigzag | ans",
                 "delta | zigzag | ans",
                 "dict(codes: ans, values: for | bitpack)",
+                "delta | dict(codes: ans, values: plain)",
                 "rle(values: ans, runs: ans)",
             ]
             .into_iter()

@@ -18,6 +18,10 @@ pub(super) fn prelude(key: &str, kind: KernelKind, nparams: usize) -> String {
     ))
     .raw(TYPES)
     .directive(format!("#define ZF_NPRM {nparams}"))
+    .directive(format!(
+        "#define ZF_ANS_WIN {}u",
+        crate::ops::ans::ANS_WINDOW
+    ))
     .raw(HELPERS);
     w.finish()
 }

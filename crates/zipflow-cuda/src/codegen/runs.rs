@@ -4,7 +4,7 @@
 //! places the runs, then each warp walking its share of the tile's positions. A root `delta`
 //! over `rle` decodes both in one pass over the runs.
 
-use super::{DICT_SHARED, Gen, Writer, acc, ctype, width_expr};
+use super::{Gen, Writer, acc, ctype, width_expr};
 use crate::shape::Op;
 use zipflow_core::Result;
 
@@ -287,7 +287,7 @@ impl Gen<'_> {
                         "if (ci >= n) {{ atomicOr(e.err, ZF_ERR_DICT); v[i] = ({t})0; }}"
                     ))
                     .line(format!(
-                        "else v[i] = n <= {DICT_SHARED}u ? zf_d{k}[ci] : zf_n{values}(e, ci);"
+                        "else v[i] = n <= ZF_DICT_CACHE ? zf_d{k}[ci] : zf_n{values}(e, ci);"
                     ))
                     .close();
             }

@@ -53,6 +53,37 @@ fn narrow_bitpacked_tiles_decode_lane_by_lane() {
 }
 
 #[test]
+fn dictionary_caches_give_way_to_the_other_shared_arrays() {
+    // An `ans` table and a delta scan's tiles beside an 8 KiB cache pass the 48 KiB a kernel
+    // may declare: the condition counts every array, defined before the first use.
+    let v = Values::Int(IntVec::I64(
+        (0..20_000).map(|i| (i * 7919 % 3001) * 1_000_003).collect(),
+    ));
+    let k = generate(&shape_of("delta | dict(codes: ans, values: plain)", &v))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let at = |needle: &str| k.source.find(needle).unwrap_or(usize::MAX);
+    let line = k
+        .source
+        .lines()
+        .find(|l| l.starts_with("#define ZF_DICT_CACHE (("))
+        .unwrap_or_default();
+    for term in [
+        "sizeof(i64) * 1024u",
+        "sizeof(u32) * (4096)",
+        "sizeof(u16) * (ZF_THREADS / 32u) * (ZF_ANS_WIN)",
+        "sizeof(u64) * (2u * ZF_THREADS * ZF_DELTA_ITEMS)",
+    ] {
+        assert!(line.contains(term), "{term} missing from {line:?}");
+    }
+    let define = at("#define ZF_DICT_CACHE");
+    assert!(define < at("zf_d1[ZF_DICT_CACHE]"));
+    assert!(at("#define ZF_ANS_WIN") < define);
+    // Shapes without a dictionary have no cache to size.
+    let k = generate(&shape_of("delta | bitpack", &v)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!k.source.contains("ZF_DICT_CACHE"));
+}
+
+#[test]
 fn small_dictionaries_are_read_from_shared_memory() {
     let v = Values::Int(IntVec::I64(
         (0..5000).map(|i| 1000 + (i % 50) * 7).collect(),
@@ -60,7 +91,18 @@ fn small_dictionaries_are_read_from_shared_memory() {
     let k = generate(&shape_of("dict(codes: bitpack, values: for | bitpack)", &v))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(k.kind, KernelKind::Tile);
-    assert!(k.source.contains("__shared__ i64 zf_d0[1024]"));
+    assert!(k.source.contains("__shared__ i64 zf_d0[ZF_DICT_CACHE]"));
+    // The cache is counted with the lane stage beside it.
+    let define = k
+        .source
+        .lines()
+        .find(|l| l.starts_with("#define ZF_DICT_CACHE"));
+    assert_eq!(
+        define,
+        Some(
+            "#define ZF_DICT_CACHE ((sizeof(i64) * 1024u + sizeof(u32) * (2) * (ZF_THREADS / 32u) + sizeof(i64) * (ZF_TILE_VECTORS * 1024u)) <= 47104u ? 1024u : 1u)"
+        )
+    );
     // Filled once per block, before the codes are unpacked lane by lane and looked up.
     let fill = k.source.find("zf_d0[i] = zf_n2(e, i)");
     let lanes = k.source.find("zf_rows<0u, 8u>(e, zf_lst, vw, s0, lane, n)");

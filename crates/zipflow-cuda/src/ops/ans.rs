@@ -41,7 +41,7 @@ pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<
 }
 
 /// Words of an `ans` block each warp keeps in shared memory.
-const ANS_WINDOW: u32 = 512;
+pub(crate) const ANS_WINDOW: u32 = 512;
 
 const ANS_RENORM: &str = r#"
 // A warp's window of its block's words in shared memory: words [base, end) of the stream.
@@ -90,7 +90,6 @@ impl Gen<'_> {
             self.ans_table = true;
             let decl = Writer::at(0)
                 .blank()
-                .directive(format!("#define ZF_ANS_WIN {ANS_WINDOW}u"))
                 .line("__shared__ u32 zf_atab[4096];")
                 .line("__shared__ u16 zf_awin[ZF_THREADS / 32u][ZF_ANS_WIN];")
                 .raw(ANS_RENORM)

@@ -2,8 +2,7 @@
 
 use crate::codegen::lanes::{stage_decl, stage_store};
 use crate::codegen::{
-    DICT_SHARED, Gen, KernelKind, NodeSlots, TILE_THREADS, TILE_VECTORS, Writer, ctype,
-    stage_below, width_expr,
+    Gen, KernelKind, NodeSlots, TILE_THREADS, TILE_VECTORS, Writer, ctype, stage_below, width_expr,
 };
 use crate::shape::Op;
 use zipflow_core::PType;
@@ -19,10 +18,13 @@ pub(crate) fn fill(node: &NodeView<'_>) -> Result<()> {
     View::parse(node).map(|_| ())
 }
 
-/// The body of `zf_n<k>` for `dict` node `k`. A dictionary of at most `DICT_SHARED` entries
+/// The body of `zf_n<k>` for `dict` node `k`. A dictionary of at most `ZF_DICT_CACHE` entries
+/// (`DICT_SHARED` where the kernel's shared memory has room, see [`dict_cache_define`])
 /// whose values need no stage is decoded once per block into shared memory (the kernel's
 /// prologue), so each lookup is one shared load instead of decoding its entry again (a
 /// bit-unpack at a random position, for packed values).
+///
+/// [`dict_cache_define`]: crate::codegen::dict_cache_define
 pub(crate) fn value(g: &mut Gen<'_>, k: usize) -> Result<String> {
     let n = &g.nodes[k];
     let t = ctype(n.ptype)?;
@@ -40,14 +42,14 @@ pub(crate) fn value(g: &mut Gen<'_>, k: usize) -> Result<String> {
     }
     let decl = Writer::at(0)
         .blank()
-        .line(format!("__shared__ {t} zf_d{k}[{DICT_SHARED}];"))
+        .line(format!("__shared__ {t} zf_d{k}[ZF_DICT_CACHE];"))
         .finish();
     g.src.push_str(&decl);
     let fill = Writer::at(1)
         .scope(format!("node {k}: dict entries to shared memory"))
         .line(format!("const u32 n = (u32)e.prm[{vlen}];"))
         .line(format!(
-            "if (n <= {DICT_SHARED}u) for (u32 i = threadIdx.x; i < n; i += ZF_THREADS) zf_d{k}[i] = zf_n{values}(e, i);"
+            "if (n <= ZF_DICT_CACHE) for (u32 i = threadIdx.x; i < n; i += ZF_THREADS) zf_d{k}[i] = zf_n{values}(e, i);"
         ))
         .line("__syncthreads();")
         .close()
@@ -58,7 +60,7 @@ pub(crate) fn value(g: &mut Gen<'_>, k: usize) -> Result<String> {
             "if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); return ({t})0; }}"
         ))
         .line(format!(
-            "return n <= {DICT_SHARED}u ? zf_d{k}[c] : zf_n{values}(e, c);"
+            "return n <= ZF_DICT_CACHE ? zf_d{k}[c] : zf_n{values}(e, c);"
         ));
     Ok(w.finish())
 }
@@ -198,7 +200,7 @@ for (u32 i = 0u; i < NR; ++i) {{
   const u32 g = row >> 3, fl = ((g & 1u) << 2) | (g & 2u) | (g >> 2);
   {t} v;
   if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); v = ({t})0; }}
-  else v = n <= {DICT_SHARED}u ? zf_d0[c] : zf_n{values}(e, c);
+  else v = n <= ZF_DICT_CACHE ? zf_d0[c] : zf_n{values}(e, c);
   o[p0 + (row & 7u) * 128u + fl * 16u + lane] = v;
 }}
 "#
@@ -246,7 +248,7 @@ for (u32 i = 0u; i < 8u; ++i) {{
   for (u32 h = 0u; h < 2u; ++h) {{
     const u32 c = (x >> (8u * h)) & 0xffu;
     if (c >= n) {{ atomicOr(e.err, ZF_ERR_DICT); pr.v[h] = ({t})0; }}
-    else pr.v[h] = n <= {DICT_SHARED}u ? zf_d0[c] : zf_n{values}(e, c);
+    else pr.v[h] = n <= ZF_DICT_CACHE ? zf_d0[c] : zf_n{values}(e, c);
   }}
   *(ulonglong2*)(o + p0 + i * 128u + 2u * m) = pr.u;
 }}

@@ -9,7 +9,7 @@
 //!
 //! [`Shape::width`]: crate::shape::Shape::width
 
-mod ans;
+pub(crate) mod ans;
 pub(crate) mod bitpack;
 mod blockpack;
 mod chars;
