@@ -92,6 +92,35 @@ impl ZfScanExec {
         self.parts.chunks.len()
     }
 
+    /// The most rows the scan produces, where a limit was pushed into it.
+    pub fn limit(&self) -> Option<usize> {
+        self.parts.limit
+    }
+
+    /// The files scanned.
+    pub(crate) fn shared_files(&self) -> Vec<Arc<ZfFile>> {
+        self.parts.files.clone()
+    }
+
+    /// Each output column's index in the table and its type in zipflow's queries (`None`
+    /// where they cannot read it).
+    pub(crate) fn column_types(&self) -> Vec<(usize, Option<zipflow_compute::SqlType>)> {
+        let Some(file) = self.parts.files.first() else {
+            return self.parts.projection.iter().map(|&c| (c, None)).collect();
+        };
+        self.parts
+            .projection
+            .iter()
+            .map(|&c| {
+                let ty = file
+                    .columns()
+                    .get(c)
+                    .and_then(|col| zipflow_compute::SqlType::of_column(col.column_type).ok());
+                (c, ty)
+            })
+            .collect()
+    }
+
     /// The paths of the files scanned.
     pub fn files(&self) -> Vec<String> {
         self.parts

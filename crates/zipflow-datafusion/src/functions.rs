@@ -7,8 +7,11 @@
 //! value), as the ungrouped aggregates and ORDER BY do; [`session`] registers MIN and MAX
 //! that use them for float arguments.
 
+use std::sync::Arc;
+
 use arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue};
+use datafusion::execution::SessionStateBuilder;
 use datafusion::functions_aggregate::min_max::{max_udaf, min_udaf};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::AggregateOrderSensitivity;
@@ -18,9 +21,15 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-/// A session context with zipflow's fixes registered (see the module docs).
+/// A session context with zipflow's fixes registered (see the module docs) and its fused
+/// scan + aggregate among the physical optimizer rules ([`crate::FusedAggregate`]).
 pub fn session(config: SessionConfig) -> SessionContext {
-    let ctx = SessionContext::new_with_config(config);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(crate::FusedAggregate))
+        .build();
+    let ctx = SessionContext::new_with_state(state);
     register_functions(&ctx);
     ctx
 }

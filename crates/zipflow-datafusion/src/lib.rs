@@ -30,12 +30,14 @@
 
 mod exec;
 mod functions;
+pub mod fused;
 mod prune;
 pub mod query;
 mod table;
 
 pub use exec::ZfScanExec;
 pub use functions::{register_functions, session};
+pub use fused::{FusedAggregate, ZfAggregateExec};
 pub use table::ZfTable;
 
 use datafusion::error::DataFusionError;

@@ -38,6 +38,7 @@ mod merge;
 mod pushdown;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use zipflow_core::stats::Scalar;
@@ -106,13 +107,19 @@ impl Row for ChunkRow<'_> {
 
 /// A table open for queries.
 pub struct Table {
-    file: ZfFile,
+    file: Arc<ZfFile>,
     types: Vec<SqlType>,
 }
 
 impl Table {
     /// Wraps an open file; fails on a column type queries cannot read.
     pub fn new(file: ZfFile) -> Result<Table> {
+        Table::shared(Arc::new(file))
+    }
+
+    /// Wraps a file open elsewhere too (a DataFusion scan's, say); fails on a column type
+    /// queries cannot read.
+    pub fn shared(file: Arc<ZfFile>) -> Result<Table> {
         let types = file
             .columns()
             .iter()

@@ -18,6 +18,7 @@ use zipflow_core::{Error, Result};
 use self::parse::{parse_select, table_name};
 
 pub use self::select::plan;
+pub use self::typing::{arith, coerce_to, compare};
 
 fn unsupported(what: impl std::fmt::Display) -> Error {
     Error::unsupported(format!(

@@ -255,7 +255,8 @@ pub(super) fn scalar(f: Func, mut args: Vec<Expr>) -> Result<Expr> {
     })
 }
 
-pub(super) fn coerce_to(e: Expr, to: SqlType) -> Result<Expr> {
+/// `e` as type `to`: a literal converted, anything else wrapped in a cast.
+pub fn coerce_to(e: Expr, to: SqlType) -> Result<Expr> {
     if e.ty() == to {
         return Ok(e);
     }
@@ -304,7 +305,8 @@ pub(super) fn coerce(a: Expr, b: Expr) -> Result<(Expr, Expr)> {
     Ok((coerce_to(a, t)?, coerce_to(b, t)?))
 }
 
-pub(super) fn compare(op: CmpOp, l: Expr, r: Expr) -> Result<Expr> {
+/// The comparison `l op r`, both sides converted to their common type.
+pub fn compare(op: CmpOp, l: Expr, r: Expr) -> Result<Expr> {
     let (l, r) = coerce(l, r)?;
     Ok(Expr::Cmp {
         op,
@@ -313,7 +315,10 @@ pub(super) fn compare(op: CmpOp, l: Expr, r: Expr) -> Result<Expr> {
     })
 }
 
-pub(super) fn arith(op: ArithOp, l: Expr, r: Expr) -> Result<Expr> {
+/// The arithmetic `l op r` typed as SQL text would bind it: decimal sums in the larger scale,
+/// products adding their scales, division and anything with a float in floats, date
+/// arithmetic in days.
+pub fn arith(op: ArithOp, l: Expr, r: Expr) -> Result<Expr> {
     use SqlType as T;
     let (lt, rt) = (l.ty(), r.ty());
     // Date arithmetic: date +- integer days, date - date.
