@@ -245,6 +245,8 @@ const NULLABLE_NOT_FUSED: &[&str] = &[
     // floats, arithmetic on 16-bit integers
     "SELECT sum(ratio), min(ratio) FROM t",
     "SELECT count(*) FROM t WHERE ratio > 100",
+    "SELECT count(*) FROM t WHERE ratio > CAST(small AS DOUBLE)",
+    "SELECT ratio, count(*) FROM t GROUP BY ratio",
     "SELECT sum(small + small) FROM t",
 ];
 
@@ -263,6 +265,25 @@ async fn nulls_and_narrow_types_are_fused_and_equal_datafusion() {
             let (done, plan) = check(&fused, &plain, sql).await;
             assert!(!done, "{sql}: fused at {partitions} partitions\n{plan}");
         }
+    }
+}
+
+#[tokio::test]
+async fn a_directory_of_files_is_fused_file_by_file() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let parts = dir.path().join("parts");
+    std::fs::create_dir(&parts).unwrap_or_else(|e| panic!("{e}"));
+    let batches = LineItemArrow::new(LineItemGenerator::new(0.005, 1, 1))
+        .with_batch_size(4096)
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (i, part) in batches.chunks(3).enumerate() {
+        write(part, &parts.join(format!("part-{i}.zf")), 2048);
+    }
+    let (fused, plain) = contexts(&parts, 2);
+    for sql in &LINEITEM_FUSED[..2] {
+        let (done, plan) = check(&fused, &plain, sql).await;
+        assert!(done, "{sql}\n{plan}");
     }
 }
 

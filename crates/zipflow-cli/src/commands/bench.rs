@@ -74,8 +74,10 @@ pub struct TpchArgs {
     #[arg(long, default_value_t = 7)]
     pub runs: usize,
     /// Which engine runs the queries: native (zipflow's own scan), datafusion (DataFusion
-    /// over the zipflow table provider) or parquet (DataFusion over a Parquet+zstd(3) copy
-    /// of the file, written beside it).
+    /// over the zipflow table provider, with zipflow's fused scan + aggregate),
+    /// datafusion-unfused (the same without the fused aggregate: DataFusion's operators
+    /// over zipflow's scan) or parquet (DataFusion over a Parquet+zstd(3) copy of the file,
+    /// written beside it).
     #[arg(long, value_enum, default_value = "native")]
     pub engine: BenchEngine,
 }
@@ -85,8 +87,10 @@ pub struct TpchArgs {
 pub enum BenchEngine {
     /// zipflow's fused scan.
     Native,
-    /// DataFusion over the .zf file.
+    /// DataFusion over the .zf file, with zipflow's fused scan + aggregate.
     Datafusion,
+    /// DataFusion's own operators over the .zf file's scan.
+    DatafusionUnfused,
     /// DataFusion over Parquet+zstd(3).
     Parquet,
 }
@@ -141,6 +145,7 @@ fn run_tpch(a: TpchArgs) -> Result<()> {
     if a.engine != BenchEngine::Native {
         let source = match a.engine {
             BenchEngine::Parquet => super::bench_df::Source::Parquet,
+            BenchEngine::DatafusionUnfused => super::bench_df::Source::ZipflowUnfused,
             _ => super::bench_df::Source::Zipflow,
         };
         let queries: Vec<(&str, String)> =

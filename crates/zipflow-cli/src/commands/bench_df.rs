@@ -18,8 +18,10 @@ use zipflow_format::ZfFile;
 /// Where DataFusion reads the table from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
-    /// The .zf file, through `ZfTable`.
+    /// The .zf file, through `ZfTable`, with zipflow's fused scan + aggregate.
     Zipflow,
+    /// The .zf file, through `ZfTable`, aggregated by DataFusion's own operators.
+    ZipflowUnfused,
     /// A Parquet+zstd(3) copy of it, through DataFusion's Parquet reader.
     Parquet,
 }
@@ -48,9 +50,16 @@ fn parquet_copy(zf: &Path) -> Result<PathBuf> {
 
 /// One session reading `path` as the table `lineitem` on `threads` threads.
 async fn context(source: Source, path: &Path, threads: usize) -> Result<SessionContext> {
-    let ctx = zipflow_datafusion::session(SessionConfig::new().with_target_partitions(threads));
+    let config = SessionConfig::new().with_target_partitions(threads);
+    let ctx = if source == Source::ZipflowUnfused {
+        let ctx = SessionContext::new_with_config(config);
+        zipflow_datafusion::register_functions(&ctx);
+        ctx
+    } else {
+        zipflow_datafusion::session(config)
+    };
     match source {
-        Source::Zipflow => {
+        Source::Zipflow | Source::ZipflowUnfused => {
             let table = ZfTable::open(path).map_err(|e| anyhow!("{e}"))?;
             ctx.register_table(TableReference::bare("lineitem"), Arc::new(table))?;
         }
@@ -73,7 +82,7 @@ pub fn run(
     runs: usize,
 ) -> Result<()> {
     let path = match source {
-        Source::Zipflow => zf.to_path_buf(),
+        Source::Zipflow | Source::ZipflowUnfused => zf.to_path_buf(),
         Source::Parquet => parquet_copy(zf)?,
     };
     let rows = ZfFile::open(zf)?.num_rows();
