@@ -13,7 +13,7 @@
 //! let table = Table::open("lineitem.zf").unwrap();
 //! let q = sql::plan(
 //!     "SELECT l_returnflag, sum(l_quantity) FROM 'lineitem.zf' GROUP BY l_returnflag",
-//!     &table.schema(),
+//!     &table.schema().unwrap(),
 //! )
 //! .unwrap();
 //! let result = table.run(&q, &ScanOptions::default()).unwrap();
@@ -39,6 +39,6 @@ pub use scan::{ScanOptions, Table};
 pub fn query_file(sql_text: &str, opts: &ScanOptions) -> zipflow_core::Result<QueryResult> {
     let path = sql::table_of(sql_text)?;
     let table = Table::open(&path)?;
-    let q = sql::plan(sql_text, &table.schema())?;
+    let q = sql::plan(sql_text, &table.schema()?)?;
     table.run(&q, opts)
 }

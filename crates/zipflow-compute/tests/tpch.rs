@@ -82,7 +82,8 @@ fn strs(b: &RecordBatch, name: &str) -> Vec<String> {
 
 fn run(path: &str, text: &str, threads: usize, reference: bool) -> Vec<Vec<Value>> {
     let table = Table::open(path).unwrap_or_else(|e| panic!("{e}"));
-    let q = sql::plan(text, &table.schema()).unwrap_or_else(|e| panic!("{e}"));
+    let q = sql::plan(text, &table.schema().unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|e| panic!("{e}"));
     table
         .run(&q, &ScanOptions { threads, reference })
         .unwrap_or_else(|e| panic!("{e}"))

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, RecordBatch, StringArray,
+    Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::physical_plan::{ExecutionPlan, displayable};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -206,6 +206,13 @@ fn nullable_batch() -> RecordBatch {
         (0..n).map(|i| some(i, 6).then_some(i as f64 / 7.0)),
     ));
     let nothing: ArrayRef = Arc::new(Int64Array::from(vec![None::<i64>; n]));
+    // A column zipflow's queries cannot read: aggregates of the others are still fused.
+    let at: ArrayRef = Arc::new(
+        TimestampMicrosecondArray::from_iter(
+            (0..n).map(|i| some(i, 8).then_some(1_700_000_000_000_000 + i as i64 * 60_000_000)),
+        )
+        .with_timezone("+02:00"),
+    );
     let schema = Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("small", DataType::Int16, true),
@@ -216,10 +223,15 @@ fn nullable_batch() -> RecordBatch {
         Field::new("flag", DataType::Boolean, true),
         Field::new("ratio", DataType::Float64, true),
         Field::new("nothing", DataType::Int64, true),
+        Field::new(
+            "at",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("+02:00".into())),
+            true,
+        ),
     ]);
     RecordBatch::try_new(
         Arc::new(schema),
-        vec![id, small, group, day, price, name, flag, ratio, nothing],
+        vec![id, small, group, day, price, name, flag, ratio, nothing, at],
     )
     .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -247,6 +259,8 @@ const NULLABLE_NOT_FUSED: &[&str] = &[
     "SELECT count(*) FROM t WHERE ratio > 100",
     "SELECT count(*) FROM t WHERE ratio > CAST(small AS DOUBLE)",
     "SELECT ratio, count(*) FROM t GROUP BY ratio",
+    "SELECT grp, max(at), count(at) FROM t GROUP BY grp",
+    "SELECT count(*) FROM t WHERE at > TIMESTAMP '2023-11-20T00:00:00+02:00'",
     "SELECT sum(small + small) FROM t",
 ];
 

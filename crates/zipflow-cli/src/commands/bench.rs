@@ -176,7 +176,7 @@ fn run_tpch(a: TpchArgs) -> Result<()> {
         if !a.queries.iter().any(|x| x.eq_ignore_ascii_case(qname)) {
             continue;
         }
-        let q = sql::plan(&text, &table.schema())?;
+        let q = sql::plan(&text, &table.schema()?)?;
         for &threads in &a.threads {
             let opts = ScanOptions {
                 threads,

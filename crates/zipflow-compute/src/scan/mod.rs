@@ -108,24 +108,28 @@ impl Row for ChunkRow<'_> {
 /// A table open for queries.
 pub struct Table {
     file: Arc<ZfFile>,
-    types: Vec<SqlType>,
+    /// Each column's type in queries; `None` for one they cannot read (timestamps, bytes).
+    types: Vec<Option<SqlType>>,
 }
 
 impl Table {
     /// Wraps an open file; fails on a column type queries cannot read.
     pub fn new(file: ZfFile) -> Result<Table> {
-        Table::shared(Arc::new(file))
+        let table = Table::shared(Arc::new(file));
+        table.schema()?;
+        Ok(table)
     }
 
-    /// Wraps a file open elsewhere too (a DataFusion scan's, say); fails on a column type
-    /// queries cannot read.
-    pub fn shared(file: Arc<ZfFile>) -> Result<Table> {
+    /// Wraps a file open elsewhere too (a DataFusion scan's, say). Columns of a type
+    /// queries cannot read are kept but unusable: a query naming one fails when it runs, and
+    /// [`Table::schema`] fails.
+    pub fn shared(file: Arc<ZfFile>) -> Table {
         let types = file
             .columns()
             .iter()
-            .map(|c| SqlType::of_column(c.column_type).map_err(|e| e.at_column(&c.name)))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Table { file, types })
+            .map(|c| SqlType::of_column(c.column_type).ok())
+            .collect();
+        Table { file, types }
     }
 
     /// Opens a .zf file.
@@ -133,13 +137,24 @@ impl Table {
         Table::new(ZfFile::open(path)?)
     }
 
-    /// `(name, type)` of every column, for binding SQL.
-    pub fn schema(&self) -> Vec<(String, SqlType)> {
-        self.file
+    /// Column `c`'s type in queries, or why queries cannot read it.
+    fn column_type(&self, c: usize) -> Result<SqlType> {
+        let col = self
+            .file
             .columns()
-            .iter()
-            .zip(&self.types)
-            .map(|(c, t)| (c.name.clone(), *t))
+            .get(c)
+            .ok_or_else(|| Error::invalid(format!("no column {c}")))?;
+        match self.types.get(c).copied().flatten() {
+            Some(t) => Ok(t),
+            None => SqlType::of_column(col.column_type).map_err(|e| e.at_column(&col.name)),
+        }
+    }
+
+    /// `(name, type)` of every column, for binding SQL; fails naming the first column
+    /// queries cannot read.
+    pub fn schema(&self) -> Result<Vec<(String, SqlType)>> {
+        (0..self.types.len())
+            .map(|c| Ok((self.file.columns()[c].name.clone(), self.column_type(c)?)))
             .collect()
     }
 
@@ -157,7 +172,7 @@ impl Table {
         let mut out = HashMap::new();
         for &c in cols {
             let (v, validity) = self.file.read_chunk(c, chunk, scratch)?;
-            out.insert(c, (v, validity, self.types[c]));
+            out.insert(c, (v, validity, self.column_type(c)?));
         }
         Ok(DecodedChunk { cols: out })
     }

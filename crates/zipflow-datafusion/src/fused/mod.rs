@@ -270,8 +270,7 @@ fn fuse(
         .shared_files()
         .into_iter()
         .map(Table::shared)
-        .collect::<zipflow_core::Result<Vec<_>>>()
-        .map_err(|e| Unsupported(e.to_string()))?;
+        .collect();
     let filter = match input.filter.len() {
         0 => None,
         1 => input.filter.into_iter().next(),

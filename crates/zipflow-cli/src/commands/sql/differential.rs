@@ -314,6 +314,7 @@ fn random_queries_give_datafusions_answers() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_500);
     let table = Table::open(&path).unwrap_or_else(|e| panic!("{e}"));
+    let schema = table.schema().unwrap_or_else(|e| panic!("{e}"));
     let opts = ScanOptions {
         threads: 2,
         reference: false,
@@ -323,7 +324,7 @@ fn random_queries_give_datafusions_answers() {
     for _ in 0..count {
         let template = query(&mut r, "{from}");
         let q = template.replace("{from}", &from);
-        let Ok(plan) = sql::plan(&q, &table.schema()) else {
+        let Ok(plan) = sql::plan(&q, &schema) else {
             continue;
         };
         native += 1;

@@ -109,7 +109,7 @@ pub fn run(a: Args) -> Result<()> {
 fn native_plan(query: &str) -> Result<(Table, Query)> {
     let path = sql::table_of(query)?;
     let table = Table::open(&path).with_context(|| format!("opening `{path}`"))?;
-    let q = sql::plan(query, &table.schema())?;
+    let q = sql::plan(query, &table.schema()?)?;
     Ok((table, q))
 }
 
