@@ -131,6 +131,21 @@ impl ZfScanExec {
     }
 }
 
+/// `with_new_children` of a plan node that has none: itself, if given none.
+pub(crate) fn leaf(
+    node: Arc<dyn ExecutionPlan>,
+    children: &[Arc<dyn ExecutionPlan>],
+) -> Result<Arc<dyn ExecutionPlan>> {
+    if children.is_empty() {
+        Ok(node)
+    } else {
+        Err(DataFusionError::Internal(format!(
+            "{} is a leaf: it takes no children",
+            node.name()
+        )))
+    }
+}
+
 /// Splits `chunks` into at most `n` contiguous groups of about equal rows (at least one group).
 fn split(chunks: &[ChunkRef], n: usize) -> Vec<Vec<ChunkRef>> {
     let n = n.clamp(1, chunks.len().max(1));
@@ -203,13 +218,7 @@ impl ExecutionPlan for ZfScanExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal(
-                "ZfScanExec is a leaf: it takes no children".into(),
-            ))
-        }
+        leaf(self, &children)
     }
 
     fn execute(

@@ -9,7 +9,6 @@ use arrow::array::{
     StringArray, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::catalog::TableProvider;
 use datafusion::common::ScalarValue;
 use datafusion::common::stats::Precision;
@@ -19,7 +18,9 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use tpchgen::generators::{LineItemGenerator, OrderGenerator};
 use tpchgen_arrow::{LineItemArrow, OrderArrow};
 use zipflow_datafusion::{ZfScanExec, ZfTable};
-use zipflow_format::{TableWriter, WriteOptions};
+
+mod common;
+use common::{rows, write};
 
 fn lineitem(sf: f64) -> Vec<RecordBatch> {
     LineItemArrow::new(LineItemGenerator::new(sf, 1, 1))
@@ -33,23 +34,6 @@ fn orders(sf: f64) -> Vec<RecordBatch> {
         .with_batch_size(8192)
         .collect::<Result<Vec<_>, _>>()
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Writes `batches` to `path` in chunks of `chunk_rows`.
-fn write(batches: &[RecordBatch], path: &Path, chunk_rows: usize) -> PathBuf {
-    let options = WriteOptions {
-        chunk_rows,
-        overwrite: true,
-        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
-        ..Default::default()
-    };
-    let mut w =
-        TableWriter::create(path, batches[0].schema(), options).unwrap_or_else(|e| panic!("{e}"));
-    for b in batches {
-        w.write(b).unwrap_or_else(|e| panic!("{e}"));
-    }
-    w.finish().unwrap_or_else(|e| panic!("{e}"));
-    path.to_path_buf()
 }
 
 fn context() -> SessionContext {
@@ -75,32 +59,6 @@ fn zf(path: &Path) -> Arc<ZfTable> {
 async fn run(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
     let df = ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
     df.collect().await.unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-/// The rows of `batches` as text, sorted, with the column names first.
-fn rows(batches: &[RecordBatch]) -> Vec<String> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut out = Vec::new();
-    for b in batches {
-        let formatters: Vec<_> = b
-            .columns()
-            .iter()
-            .map(|c| {
-                ArrayFormatter::try_new(c.as_ref(), &options).unwrap_or_else(|e| panic!("{e}"))
-            })
-            .collect();
-        for r in 0..b.num_rows() {
-            let cells: Vec<String> = formatters.iter().map(|f| f.value(r).to_string()).collect();
-            out.push(cells.join("|"));
-        }
-    }
-    out.sort();
-    if let Some(b) = batches.first() {
-        let schema = b.schema();
-        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        out.insert(0, names.join("|"));
-    }
-    out
 }
 
 /// Each query gives the same rows through both contexts, and at least one row.

@@ -11,28 +11,14 @@ use arrow::array::{
     Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::physical_plan::{ExecutionPlan, displayable};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use tpchgen::generators::LineItemGenerator;
 use tpchgen_arrow::LineItemArrow;
 use zipflow_datafusion::{ZfAggregateExec, ZfTable, register_functions, session};
-use zipflow_format::{TableWriter, WriteOptions};
 
-fn write(batches: &[RecordBatch], path: &Path, chunk_rows: usize) {
-    let options = WriteOptions {
-        chunk_rows,
-        overwrite: true,
-        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
-        ..Default::default()
-    };
-    let mut w =
-        TableWriter::create(path, batches[0].schema(), options).unwrap_or_else(|e| panic!("{e}"));
-    for b in batches {
-        w.write(b).unwrap_or_else(|e| panic!("{e}"));
-    }
-    w.finish().unwrap_or_else(|e| panic!("{e}"));
-}
+mod common;
+use common::{rows, write};
 
 /// zipflow's session and one without the rule, both over the table at `path` as `t`.
 fn contexts(path: &Path, partitions: usize) -> (SessionContext, SessionContext) {
@@ -46,27 +32,6 @@ fn contexts(path: &Path, partitions: usize) -> (SessionContext, SessionContext) 
             .unwrap_or_else(|e| panic!("{e}"));
     }
     (fused, plain)
-}
-
-/// The rows of `batches` as text, sorted.
-fn rows(batches: &[RecordBatch]) -> Vec<String> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut out = Vec::new();
-    for b in batches {
-        let formatters: Vec<_> = b
-            .columns()
-            .iter()
-            .map(|c| {
-                ArrayFormatter::try_new(c.as_ref(), &options).unwrap_or_else(|e| panic!("{e}"))
-            })
-            .collect();
-        for r in 0..b.num_rows() {
-            let cells: Vec<String> = formatters.iter().map(|f| f.value(r).to_string()).collect();
-            out.push(cells.join("|"));
-        }
-    }
-    out.sort();
-    out
 }
 
 fn fused_nodes(plan: &Arc<dyn ExecutionPlan>) -> usize {

@@ -137,13 +137,7 @@ impl ExecutionPlan for ZfAggregateExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal(
-                "ZfAggregateExec is a leaf: it takes no children".into(),
-            ))
-        }
+        crate::exec::leaf(self, &children)
     }
 
     fn execute(
