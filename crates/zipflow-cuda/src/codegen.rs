@@ -96,7 +96,7 @@ pub const ERR_CHAR: i32 = 128;
 /// outside its vector, past the stream's end or not after the one before it.
 pub const ERR_PATCH: i32 = 32;
 /// Dictionaries of at most this many entries are read from shared memory, where the kernel's
-/// other shared arrays leave room for them (see [`dict_cache_define`]).
+/// other shared arrays leave room for them (the generated `ZF_DICT_CACHE`).
 pub const DICT_SHARED: usize = 1024;
 /// Bytes of static shared memory a kernel may declare.
 const STATIC_SHARED: usize = 48 * 1024;

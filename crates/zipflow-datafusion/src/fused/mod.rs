@@ -10,7 +10,7 @@
 //! single-stage aggregate (`mode=Single`) becomes DataFusion's final aggregate over the
 //! fused one.
 //!
-//! It rewrites only what it computes exactly as DataFusion does (see [`translate`]): group
+//! It rewrites only what it computes exactly as DataFusion does (the `translate` module): group
 //! keys that are columns; `count`, `sum`, `min`, `max` and `avg` over integers, decimals,
 //! dates (and strings for `min` and `max`), without DISTINCT, FILTER or ORDER BY; filters
 //! and arguments made of comparisons, boolean logic, IN lists, LIKE, CASE, lossless casts
