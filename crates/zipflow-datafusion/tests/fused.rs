@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int16Array,
+    Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::physical_plan::{ExecutionPlan, displayable};
@@ -167,8 +167,17 @@ fn nullable_batch() -> RecordBatch {
     let flag: ArrayRef = Arc::new(BooleanArray::from_iter(
         (0..n).map(|i| some(i, 3).then_some(i % 2 == 0)),
     ));
-    let ratio: ArrayRef = Arc::new(Float64Array::from_iter(
-        (0..n).map(|i| some(i, 6).then_some(i as f64 / 7.0)),
+    // NaN and both zeros among the floats, which the rule leaves to DataFusion.
+    let ratio: ArrayRef = Arc::new(Float64Array::from_iter((0..n).map(|i| match i % 12 {
+        1 | 7 => None,
+        2 => Some(f64::NAN),
+        3 => Some(-0.0),
+        4 => Some(0.0),
+        _ => Some(i as f64 / 7.0),
+    })));
+    // Bytes that are not UTF-8: queries cannot read them, the other columns still fuse.
+    let raw: ArrayRef = Arc::new(BinaryArray::from_iter(
+        (0..n).map(|i| some(i, 10).then(|| vec![0xff, (i % 5) as u8, 0xfe])),
     ));
     let nothing: ArrayRef = Arc::new(Int64Array::from(vec![None::<i64>; n]));
     // A column zipflow's queries cannot read: aggregates of the others are still fused.
@@ -188,6 +197,7 @@ fn nullable_batch() -> RecordBatch {
         Field::new("flag", DataType::Boolean, true),
         Field::new("ratio", DataType::Float64, true),
         Field::new("nothing", DataType::Int64, true),
+        Field::new("raw", DataType::Binary, true),
         Field::new(
             "at",
             DataType::Timestamp(TimeUnit::Microsecond, Some("+02:00".into())),
@@ -196,7 +206,9 @@ fn nullable_batch() -> RecordBatch {
     ]);
     RecordBatch::try_new(
         Arc::new(schema),
-        vec![id, small, group, day, price, name, flag, ratio, nothing, at],
+        vec![
+            id, small, group, day, price, name, flag, ratio, nothing, raw, at,
+        ],
     )
     .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -224,6 +236,10 @@ const NULLABLE_NOT_FUSED: &[&str] = &[
     "SELECT count(*) FROM t WHERE ratio > 100",
     "SELECT count(*) FROM t WHERE ratio > CAST(small AS DOUBLE)",
     "SELECT ratio, count(*) FROM t GROUP BY ratio",
+    "SELECT count(*) FROM t WHERE ratio = 0",
+    "SELECT grp, min(ratio), max(ratio) FROM t GROUP BY grp",
+    "SELECT raw, count(*) FROM t GROUP BY raw",
+    "SELECT min(raw), max(raw), count(raw) FROM t WHERE grp > 3",
     "SELECT grp, max(at), count(at) FROM t GROUP BY grp",
     "SELECT count(*) FROM t WHERE at > TIMESTAMP '2023-11-20T00:00:00+02:00'",
     "SELECT sum(small + small) FROM t",
