@@ -26,23 +26,15 @@ use zipflow_compute::{Query, ScanOptions, Table};
 
 use crate::external;
 
-/// Where a field of the partial state comes from in the fused query's rows.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Slot {
-    /// The next group key, of this type.
-    Key(SqlType),
-    /// Aggregate `i` of the query, of this type.
-    Agg(usize, SqlType),
-}
-
 /// What [`ZfAggregateExec`] is built from.
 pub(crate) struct FusedParts {
     /// One table per file of the scan it replaces.
     pub tables: Vec<Table>,
     /// The fused query: filter, keys, aggregates (keys then aggregates in its rows).
     pub query: Query,
-    /// The partial state's fields, in order.
-    pub slots: Vec<Slot>,
+    /// For each field of the partial state, in order, the query's output column it comes
+    /// from (its keys, then its aggregates).
+    pub slots: Vec<usize>,
     /// The partial state's schema.
     pub schema: SchemaRef,
     /// Worker threads.
@@ -174,16 +166,17 @@ fn run(parts: &FusedParts) -> Result<RecordBatch> {
     for t in &parts.tables {
         rows.extend(t.run(&parts.query, &opts).map_err(external)?.rows);
     }
-    let keys = parts.query.keys.len();
-    let mut next_key = 0;
     let mut columns = Vec::with_capacity(parts.slots.len());
-    for (slot, field) in parts.slots.iter().zip(parts.schema.fields()) {
-        let (at, ty) = match *slot {
-            Slot::Key(ty) => {
-                next_key += 1;
-                (next_key - 1, ty)
+    for (&at, field) in parts.slots.iter().zip(parts.schema.fields()) {
+        let ty = match parts.query.output.get(at) {
+            Some(o) => o.expr.ty(),
+            None => {
+                return Err(DataFusionError::Internal(format!(
+                    "state field `{}` from output column {at} of {}",
+                    field.name(),
+                    parts.query.output.len()
+                )));
             }
-            Slot::Agg(i, ty) => (keys + i, ty),
         };
         let array = array(rows.iter().map(|r| r.get(at).unwrap_or(&Value::Null)), ty)?;
         let options = CastOptions {

@@ -38,8 +38,8 @@ use zipflow_compute::query::{AggFunc, Aggregate, OutputColumn};
 use zipflow_compute::{Query, Table};
 
 use crate::ZfScanExec;
+use exec::FusedParts;
 pub use exec::ZfAggregateExec;
-use exec::{FusedParts, Slot};
 use translate::{Unsupported, sql_type, translate};
 
 /// The physical optimizer rule that puts zipflow's fused scan + aggregate into DataFusion
@@ -188,8 +188,10 @@ fn fuse(
             }
         }
     };
-    // One slot per state field, in the order of the partial aggregate's output.
-    let mut slots: Vec<Slot> = keys.iter().map(|k| Slot::Key(k.ty())).collect();
+    // For each state field, in the order of the partial aggregate's output, the fused
+    // query's output column it comes from: the keys, then the aggregates.
+    let nkeys = keys.len();
+    let mut slots: Vec<usize> = (0..nkeys).collect();
     for a in agg.aggr_expr() {
         if a.is_distinct() || !a.order_bys().is_empty() {
             return Err(err("DISTINCT or ordered aggregates"));
@@ -211,17 +213,17 @@ fn fuse(
                     Expr::Lit(..) => return Err(err("count(NULL)")),
                     _ => slot(AggFunc::Count, Some(arg), SqlType::Int),
                 };
-                slots.push(Slot::Agg(i, SqlType::Int));
+                slots.push(nkeys + i);
             }
             "sum" if integral => {
                 let i = slot(AggFunc::Sum, Some(arg), sum_ty);
-                slots.push(Slot::Agg(i, sum_ty));
+                slots.push(nkeys + i);
             }
             "avg" if matches!(ty, SqlType::Decimal(_)) => {
                 let c = slot(AggFunc::Count, Some(arg.clone()), SqlType::Int);
                 let s = slot(AggFunc::Sum, Some(arg), sum_ty);
-                slots.push(Slot::Agg(c, SqlType::Int));
-                slots.push(Slot::Agg(s, sum_ty));
+                slots.push(nkeys + c);
+                slots.push(nkeys + s);
             }
             f @ ("min" | "max") if integral || matches!(ty, SqlType::Date | SqlType::Str) => {
                 let func = if f == "min" {
@@ -230,7 +232,7 @@ fn fuse(
                     AggFunc::Max
                 };
                 let i = slot(func, Some(arg), ty);
-                slots.push(Slot::Agg(i, ty));
+                slots.push(nkeys + i);
             }
             f => return Err(Unsupported(format!("aggregate {f} over {ty}"))),
         }
@@ -245,14 +247,14 @@ fn fuse(
     if partial_schema.fields().len() != slots.len() {
         return Err(err("a partial state of unexpected fields"));
     }
-    for (f, s) in partial_schema.fields().iter().zip(&slots) {
-        let ty = match s {
-            Slot::Key(t) | Slot::Agg(_, t) => *t,
+    for (f, &s) in partial_schema.fields().iter().zip(&slots) {
+        let ty = match s.checked_sub(nkeys) {
+            None => keys[s].ty(),
+            Some(i) => aggregates[i].ty,
         };
         // Counts are UInt64 in some states; every other field is of the slot's kind.
         let fits = match (sql_type(f.data_type()), ty) {
             (Some(a), b) if a == b => true,
-            (Some(SqlType::Decimal(a)), SqlType::Decimal(b)) => a == b,
             (Some(SqlType::Int), SqlType::Decimal(0)) => true,
             (None, SqlType::Int) => matches!(f.data_type(), arrow::datatypes::DataType::UInt64),
             _ => false,
