@@ -278,3 +278,47 @@ fn tpch_db_holds_every_table_for_joins() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("region.zf"));
 }
+
+/// `--device`: `auto` answers as the CPU does (on the GPU when there is one, else on the
+/// CPU); `gpu` answers the same or says in one line why it cannot (no usable GPU, a query
+/// the GPU does not run) and exits 1.
+#[test]
+fn device_gpu_answers_as_the_cpu_or_says_why_not() {
+    let dir = setup();
+    let d = dir.path();
+    let q = "SELECT k, sum(price), min(v), max(v), avg(price), count(*) FROM 'items.zf' \
+             WHERE v > 100 AND price * 2 < 40000 GROUP BY k ORDER BY k";
+    let cpu = sql_ok(&[q, "--format", "csv"], d);
+    assert!(cpu.lines().count() == 5, "{cpu}");
+    assert_eq!(sql_ok(&[q, "--format", "csv", "--device", "auto"], d), cpu);
+    let o = zipflow(&["sql", q, "--format", "csv", "--device", "gpu"], d);
+    if o.status.success() {
+        assert_eq!(String::from_utf8_lossy(&o.stdout), cpu);
+    } else {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("no usable GPU"), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    // Rows rather than aggregates: the GPU path refuses, auto falls back to the CPU.
+    let rows = "SELECT v FROM 'items.zf' WHERE v < 3";
+    let err = sql_err(&[rows, "--device", "gpu"], d);
+    assert!(
+        err.contains("queries without aggregates on the GPU"),
+        "{err}"
+    );
+    assert_eq!(
+        sql_ok(&[rows, "--device", "auto", "--format", "csv"], d),
+        sql_ok(&[rows, "--format", "csv"], d)
+    );
+    // A join is DataFusion's.
+    let join = "SELECT count(*) FROM 'items.zf' i JOIN 'owners.zf' o ON i.k = o.k";
+    let err = sql_err(&[join, "--device", "gpu"], d);
+    assert!(err.contains("needs DataFusion"), "{err}");
+    assert_eq!(
+        sql_ok(&[join, "--device", "auto", "--format", "csv"], d),
+        sql_ok(&[join, "--format", "csv"], d)
+    );
+    let err = sql_err(&[q, "--device", "gpu", "--reference"], d);
+    assert!(err.contains("--reference runs on the CPU"), "{err}");
+}

@@ -33,7 +33,7 @@ pub mod tpch;
 
 pub use expr::{Expr, SqlType, Value};
 pub use query::{Format, Query, QueryResult};
-pub use scan::{ScanOptions, Table};
+pub use scan::{AggState, GroupState, ScanOptions, Table, finish_groups};
 
 /// Runs SQL against the .zf file named in its FROM clause.
 pub fn query_file(sql_text: &str, opts: &ScanOptions) -> zipflow_core::Result<QueryResult> {

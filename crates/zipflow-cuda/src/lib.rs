@@ -38,6 +38,7 @@ pub mod codegen;
 pub mod decode;
 pub mod device;
 pub mod ops;
+pub mod query;
 pub mod shape;
 
 pub use decode::{

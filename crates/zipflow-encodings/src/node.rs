@@ -144,6 +144,9 @@ pub struct NodeView<'a> {
     pub buffers: Vec<&'a [u8]>,
     /// Children.
     pub children: Vec<NodeView<'a>>,
+    /// The node's own serialised bytes (header, metadata, buffers and children): a child's
+    /// are a tree of their own, which a decoder can take alone.
+    pub raw: &'a [u8],
 }
 
 impl<'a> NodeView<'a> {
@@ -214,6 +217,7 @@ impl<'a> NodeView<'a> {
                 meta,
                 buffers,
                 children,
+                raw: &bytes[..r.pos],
             },
             r.pos,
         ))

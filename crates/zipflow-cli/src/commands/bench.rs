@@ -93,6 +93,97 @@ pub enum BenchEngine {
     DatafusionUnfused,
     /// DataFusion over Parquet+zstd(3).
     Parquet,
+    /// zipflow's GPU query path (`zipflow sql --device gpu`) beside the native engine on all
+    /// cores: the host's preparation (chunks checked and parsed into pinned memory, kernels
+    /// compiled), the first run, and the median of warm runs (each copies the compressed
+    /// bytes to the device, decodes them and runs the query kernel).
+    Gpu,
+}
+
+/// `zipflow bench tpch --engine gpu`: each query on the GPU (cold, then warm runs) and on the
+/// CPU with all cores, the answers compared.
+fn bench_gpu_queries(path: &std::path::Path, a: &TpchArgs) -> Result<()> {
+    let table = Table::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let name = path.to_string_lossy().into_owned();
+    let start = Instant::now();
+    let gpu = zipflow_cuda::Gpu::open(0)?;
+    outln!(
+        "TPC-H on {} ({} rows); {} (opened in {:.0} ms); median of {} runs",
+        name,
+        table.file().num_rows(),
+        gpu.info(),
+        start.elapsed().as_secs_f64() * 1e3,
+        a.runs
+    );
+    outln!(
+        "{:<6} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11} {:>7} {:>6}",
+        "query",
+        "prepare ms",
+        "first ms",
+        "decode ms",
+        "warm ms",
+        "cpu ms",
+        "cpu/gpu",
+        "MB to GPU",
+        "GB/s",
+        "equal"
+    );
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (qname, text) in [("Q1", tpch::q1(&name)), ("Q6", tpch::q6(&name))] {
+        if !a.queries.iter().any(|x| x.eq_ignore_ascii_case(qname)) {
+            continue;
+        }
+        let q = sql::plan(&text, &table.schema()?)?;
+        let t = Instant::now();
+        let query = zipflow_cuda::query::GpuQuery::new(&table, &q)?;
+        let mut prepared = query.prepare(&gpu, &table)?;
+        let prepare = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let first = prepared.run(&q)?;
+        let first_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut warm = Vec::with_capacity(a.runs);
+        for _ in 0..a.runs {
+            let t = Instant::now();
+            std::hint::black_box(prepared.run(&q)?);
+            warm.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let mut decode = Vec::with_capacity(a.runs);
+        for _ in 0..a.runs {
+            let t = Instant::now();
+            prepared.decode()?;
+            decode.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let opts = ScanOptions::default();
+        let cpu_answer = table.run(&q, &opts)?;
+        let mut cpu = Vec::with_capacity(a.runs);
+        for _ in 0..a.runs {
+            let t = Instant::now();
+            std::hint::black_box(table.run(&q, &opts)?);
+            cpu.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let (warm, cpu) = (median(warm), median(cpu));
+        let bytes = prepared.compressed_bytes() as f64;
+        outln!(
+            "{:<6} {:>11.1} {:>10.1} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.1} {:>7.1} {:>6}",
+            qname,
+            prepare,
+            first_ms,
+            median(decode),
+            warm,
+            cpu,
+            cpu / warm,
+            bytes / 1e6,
+            bytes / warm / 1e6,
+            if first == cpu_answer { "yes" } else { "NO" }
+        );
+        if first != cpu_answer {
+            bail!("{qname}: the GPU's answer differs from the CPU's");
+        }
+    }
+    Ok(())
 }
 
 /// Runs `zipflow bench tpch`.
@@ -142,6 +233,9 @@ fn run_tpch(a: TpchArgs) -> Result<()> {
             p
         }
     };
+    if a.engine == BenchEngine::Gpu {
+        return bench_gpu_queries(&path, &a);
+    }
     if a.engine != BenchEngine::Native {
         let source = match a.engine {
             BenchEngine::Parquet => super::bench_df::Source::Parquet,

@@ -49,8 +49,9 @@ use zipflow_format::{Validity, ZfFile};
 use crate::expr::{self, Expr, Row, SqlType, Value};
 use crate::query::{Query, QueryResult};
 
+use self::accumulators::Acc;
 use self::fast_path::FastPlan;
-use self::group_values::{Groups, SlotOrder, is_too_many_groups};
+use self::group_values::{GroupResult, Groups, SlotOrder, is_too_many_groups};
 use self::merge::{DIRECT_SPAN, FEW_GROUPS, KeyRange, Merger, Partial};
 
 /// How a scan runs.
@@ -183,7 +184,7 @@ impl Table {
             .num_threads(opts.threads)
             .build()
             .map_err(|e| Error::external("starting worker threads", e))?;
-        let mut rows = if q.aggregating {
+        let rows = if q.aggregating {
             pool.install(|| self.aggregate(q, opts))?
         } else {
             let mut rows = Vec::new();
@@ -198,38 +199,7 @@ impl Table {
             })?;
             rows
         };
-        if !q.order_by.is_empty() {
-            rows.sort_by(|a, b| {
-                for &(i, desc) in &q.order_by {
-                    let o = a[i].sort_cmp(&b[i]);
-                    let o = if desc { o.reverse() } else { o };
-                    if o.is_ne() {
-                        return o;
-                    }
-                }
-                std::cmp::Ordering::Equal
-            });
-        }
-        let start = usize::try_from(q.offset)
-            .unwrap_or(usize::MAX)
-            .min(rows.len());
-        let end = match q.limit {
-            Some(l) => start
-                .saturating_add(usize::try_from(l).unwrap_or(usize::MAX))
-                .min(rows.len()),
-            None => rows.len(),
-        };
-        let shown = q.output.len() - q.hidden;
-        rows.truncate(end);
-        rows.drain(..start);
-        for r in &mut rows {
-            r.truncate(shown);
-        }
-        Ok(QueryResult {
-            names: q.output[..shown].iter().map(|o| o.name.clone()).collect(),
-            types: q.output[..shown].iter().map(|o| o.expr.ty()).collect(),
-            rows,
-        })
+        Ok(shape_result(q, rows))
     }
 
     /// Streams the rows of a projection query (no aggregates), in table order, to `f`, which
@@ -340,31 +310,11 @@ impl Table {
             }
             first = end;
         }
-        let mut all = match merger {
+        let all = match merger {
             Some(m) => m.finish(q, by_key)?,
             None => rows.results(q),
         };
-        if q.keys.is_empty() && all.is_empty() {
-            let mut one = Groups::default();
-            one.slot(Vec::new(), naggs);
-            all = one.results(q);
-        }
-        let mut rows = Vec::with_capacity(all.len());
-        for (key, aggs) in &all {
-            let row = AggRow { aggs, keys: key };
-            if let Some(h) = &q.having
-                && expr::eval(h, &row)? != Value::Bool(true)
-            {
-                continue;
-            }
-            rows.push(
-                q.output
-                    .iter()
-                    .map(|o| expr::eval(&o.expr, &row))
-                    .collect::<Result<Vec<_>>>()?,
-            );
-        }
-        Ok(rows)
+        output_rows(q, all)
     }
 
     /// The range of values of the query's only GROUP BY key when it is an integral column
@@ -435,6 +385,137 @@ impl Table {
         }
         Ok(groups)
     }
+}
+
+/// The output rows of aggregating query `q` from its groups' results: an empty table without
+/// GROUP BY still gives one group; HAVING filters; the output expressions are evaluated.
+fn output_rows(q: &Query, mut all: Vec<GroupResult>) -> Result<Vec<Vec<Value>>> {
+    if q.keys.is_empty() && all.is_empty() {
+        let mut one = Groups::default();
+        one.slot(Vec::new(), q.aggregates.len());
+        all = one.results(q);
+    }
+    let mut rows = Vec::with_capacity(all.len());
+    for (key, aggs) in &all {
+        let row = AggRow { aggs, keys: key };
+        if let Some(h) = &q.having
+            && expr::eval(h, &row)? != Value::Bool(true)
+        {
+            continue;
+        }
+        rows.push(
+            q.output
+                .iter()
+                .map(|o| expr::eval(&o.expr, &row))
+                .collect::<Result<Vec<_>>>()?,
+        );
+    }
+    Ok(rows)
+}
+
+/// `rows` (every output column of `q`, hidden ones included) ordered, offset and limited,
+/// with the hidden columns dropped.
+fn shape_result(q: &Query, mut rows: Vec<Vec<Value>>) -> QueryResult {
+    if !q.order_by.is_empty() {
+        rows.sort_by(|a, b| {
+            for &(i, desc) in &q.order_by {
+                let o = a[i].sort_cmp(&b[i]);
+                let o = if desc { o.reverse() } else { o };
+                if o.is_ne() {
+                    return o;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+    }
+    let start = usize::try_from(q.offset)
+        .unwrap_or(usize::MAX)
+        .min(rows.len());
+    let end = match q.limit {
+        Some(l) => start
+            .saturating_add(usize::try_from(l).unwrap_or(usize::MAX))
+            .min(rows.len()),
+        None => rows.len(),
+    };
+    let shown = q.output.len() - q.hidden;
+    rows.truncate(end);
+    rows.drain(..start);
+    for r in &mut rows {
+        r.truncate(shown);
+    }
+    QueryResult {
+        names: q.output[..shown].iter().map(|o| o.name.clone()).collect(),
+        types: q.output[..shown].iter().map(|o| o.expr.ty()).collect(),
+        rows,
+    }
+}
+
+/// The state of one aggregate over one group's rows, as an executor outside this crate (the
+/// GPU) computes it: enough for `count`, `sum`, `avg`, `min` and `max` over integral
+/// arguments (integers, decimals, dates), without DISTINCT.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AggState {
+    /// Rows (or non-null values) counted.
+    pub count: i64,
+    /// The exact sum of the values, in the argument's scaled units.
+    pub sum: i128,
+    /// The least value (`None` before any).
+    pub min: Option<Value>,
+    /// The greatest value.
+    pub max: Option<Value>,
+}
+
+/// One group of an aggregating query as another executor computed it: the key's values (one
+/// per GROUP BY key) and one state per aggregate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupState {
+    /// The key.
+    pub key: Vec<Value>,
+    /// One state per aggregate of the query.
+    pub aggs: Vec<AggState>,
+}
+
+/// Finishes aggregating query `q` from its groups' states, exactly as [`Table::run`]
+/// finishes its own: aggregate results, HAVING, output expressions, ORDER BY, OFFSET and
+/// LIMIT. Groups come out in the order given unless ORDER BY decides. The query must
+/// aggregate, and its aggregates must be ones [`AggState`] holds.
+pub fn finish_groups(q: &Query, groups: Vec<GroupState>) -> Result<QueryResult> {
+    if !q.aggregating {
+        return Err(Error::invalid(
+            "finish_groups: the query does not aggregate",
+        ));
+    }
+    if let Some(a) = q.aggregates.iter().find(|a| {
+        a.distinct || a.func.is_moment() || a.arg.as_ref().is_some_and(|e| !e.ty().is_integral())
+    }) {
+        return Err(Error::unsupported(format!(
+            "finishing {:?} from external aggregate states",
+            a.func
+        )));
+    }
+    let naggs = q.aggregates.len();
+    let mut all = Groups::default();
+    for g in groups {
+        if g.aggs.len() != naggs || g.key.len() != q.keys.len() {
+            return Err(Error::invalid(format!(
+                "a group with {} keys and {} aggregate states for a query with {} and {naggs}",
+                g.key.len(),
+                g.aggs.len(),
+                q.keys.len()
+            )));
+        }
+        let slot = all.slot(g.key, naggs);
+        for (acc, s) in all.accs[slot].iter_mut().zip(g.aggs) {
+            acc.merge(&Acc {
+                count: s.count,
+                sum_i: s.sum,
+                min: s.min,
+                max: s.max,
+                ..Acc::default()
+            });
+        }
+    }
+    Ok(shape_result(q, output_rows(q, all.results(q))?))
 }
 
 struct AggRow<'a> {

@@ -438,6 +438,12 @@ impl<'g> ColumnDecoder<'g> {
         self.rows
     }
 
+    /// The device buffer the kernels write the values into (see [`DeviceColumn`] for its
+    /// layout), valid after [`ColumnDecoder::finish`].
+    pub fn output(&self) -> &CudaSlice<u8> {
+        &self.output
+    }
+
     /// Bytes of compressed input (chunk trees with alignment padding).
     pub fn compressed_bytes(&self) -> usize {
         self.compressed
@@ -841,7 +847,7 @@ fn load(gpu: &Gpu, kernel: &Kernel, name: &str, smem: u32) -> Result<CudaFunctio
 
 /// The values tree of chunk `chunk` of column `column` (the payload without its validity),
 /// with the chunk's index entry.
-fn values_tree(
+pub(crate) fn values_tree(
     file: &ZfFile,
     column: usize,
     chunk: usize,

@@ -23,6 +23,17 @@ pub enum Engine {
     Datafusion,
 }
 
+/// Where a query runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// All CPU cores.
+    Cpu,
+    /// The GPU: single-table aggregating queries, decoded and aggregated on the device.
+    Gpu,
+    /// The GPU when one is usable and the query runs there, else the CPU.
+    Auto,
+}
+
 /// Arguments of `zipflow sql`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -47,6 +58,16 @@ pub struct Args {
     /// DataFusion), native or datafusion.
     #[arg(long, value_enum, default_value = "auto")]
     pub engine: Engine,
+    /// Where the query runs: cpu, gpu or auto. On the GPU, the chunks of a single-table
+    /// aggregating query are decoded on the device batch by batch and one kernel generated
+    /// for the query filters, groups and aggregates them there (integers, decimals and dates
+    /// in columns without nulls; comparisons, IN, AND/OR/NOT, + - *, CASE; count, sum, avg,
+    /// min, max; GROUP BY columns spanning at most 65,536 values together); only the
+    /// per-group sums come back, and the answer equals the CPU's bit for bit. `gpu` fails
+    /// with the reason when there is no usable GPU or the query cannot run there; `auto`
+    /// then runs it on the CPU.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: Device,
     /// A table for DataFusion: name=path, the path a .zf file, a directory of them or a glob
     /// (repeatable).
     #[arg(long = "table", value_name = "NAME=PATH")]
@@ -96,6 +117,36 @@ pub fn run(a: Args) -> Result<()> {
         Engine::Auto => native_plan(&query).ok(),
         Engine::Datafusion => None,
     };
+    if a.device != Device::Cpu {
+        if a.reference {
+            bail!("--reference runs on the CPU; leave out --device");
+        }
+        let on_gpu = match &native {
+            Some((table, q)) => run_gpu(table, q),
+            None if a.device == Device::Gpu => {
+                let why = native_plan(&query)
+                    .err()
+                    .map_or_else(String::new, |e| format!(": {}", crate::one_line(&e)));
+                bail!(
+                    "--device gpu runs single-table aggregating queries on one .zf file; \
+                     this query needs DataFusion{why}"
+                );
+            }
+            None => Err(zipflow_core::Error::unsupported("a DataFusion query")),
+        };
+        match on_gpu {
+            Ok(result) => {
+                crate::out::Stdout::new().write_all(result.render(format).as_bytes())?;
+                return Ok(());
+            }
+            Err(e) if a.device == Device::Gpu => {
+                return Err(anyhow::Error::new(e).context("running the query on the GPU"));
+            }
+            // `auto`: the CPU runs it (and reports an error the GPU found, such as an
+            // overflow, in its own words).
+            Err(_) => {}
+        }
+    }
     if let Some((table, q)) = native {
         return run_native(&a, format, &table, &q);
     }
@@ -111,6 +162,14 @@ fn native_plan(query: &str) -> Result<(Table, Query)> {
     let table = Table::open(&path).with_context(|| format!("opening `{path}`"))?;
     let q = sql::plan(query, &table.schema()?)?;
     Ok((table, q))
+}
+
+/// Runs a planned query on the GPU.
+fn run_gpu(table: &Table, q: &Query) -> zipflow_core::Result<zipflow_compute::QueryResult> {
+    // Checked first: a query the GPU cannot run fails without starting one.
+    let prepared = zipflow_cuda::query::GpuQuery::new(table, q)?;
+    let gpu = zipflow_cuda::Gpu::open(0)?;
+    prepared.run(&gpu, table, q)
 }
 
 /// Runs a planned query on the native engine.
