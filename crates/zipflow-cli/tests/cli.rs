@@ -561,3 +561,86 @@ fn raster_bands_compress_and_aggregate() {
     );
     refused(&[&ndvi[..], &["red.zf", "--op", "nope"]].concat(), "nope");
 }
+
+/// Prose-like text: words of a 3,000-word vocabulary drawn with Zipf-like frequencies, with
+/// spaces, commas, full stops and line breaks.
+fn prose(bytes: usize) -> Vec<u8> {
+    let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let vocab: Vec<Vec<u8>> = (0..3000)
+        .map(|_| {
+            let len = 2 + next() % 9;
+            (0..len).map(|_| b'a' + (next() % 26) as u8).collect()
+        })
+        .collect();
+    let mut out = Vec::with_capacity(bytes + 16);
+    while out.len() < bytes {
+        // Rank r with weight about 1/r: the inverse of a uniform draw over a log scale.
+        let u = (next() % 1_000_000) as f64 / 1e6;
+        let r = ((3000f64).powf(u) as usize).saturating_sub(1).min(2999);
+        out.extend_from_slice(&vocab[r]);
+        out.push(match next() % 20 {
+            0 => b',',
+            1 => b'.',
+            2 => b'\n',
+            _ => b' ',
+        });
+    }
+    out
+}
+
+/// `compress --text` honours `--objective` and `--min-decode-gbs` as tables do: `smallest`
+/// takes the smallest candidate, `fastest` a faster one, and every file decompresses to the
+/// input's bytes.
+#[test]
+fn text_mode_honours_the_objective() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    let text = prose(2 << 20);
+    std::fs::write(d.join("prose.txt"), &text).unwrap_or_else(|e| panic!("{e}"));
+    let mut sizes = Vec::new();
+    for args in [
+        &["--objective", "smallest"][..],
+        &["--objective", "balanced"][..],
+        &["--objective", "fastest"][..],
+        &["--min-decode-gbs", "1000"][..],
+    ] {
+        let out = format!("p{}.zf", sizes.len());
+        let mut all = vec!["compress", "--text", "prose.txt", "-o", &out];
+        all.extend_from_slice(args);
+        let o = zipflow(&all, d);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let back = format!("p{}.txt", sizes.len());
+        let o = zipflow(&["decompress", &out, "-o", &back], d);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert!(
+            std::fs::read(d.join(&back)).is_ok_and(|b| b == text),
+            "{args:?}"
+        );
+        let size = std::fs::metadata(d.join(&out)).map_or(0, |m| m.len());
+        sizes.push(size);
+    }
+    assert!(
+        sizes[0] <= sizes[1],
+        "smallest {} > balanced {}",
+        sizes[0],
+        sizes[1]
+    );
+    assert!(
+        sizes[1] <= sizes[2],
+        "balanced {} > fastest {}",
+        sizes[1],
+        sizes[2]
+    );
+    // No text plan decodes at 1,000 GB/s: the fastest one, stored plain.
+    assert!(sizes[3] >= text.len() as u64, "{sizes:?}");
+    assert!(sizes[0] * 10 < text.len() as u64 * 5, "{sizes:?}");
+    let o = zipflow(&["inspect", "p0.zf"], d);
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(shown.contains("words("), "{shown}");
+}

@@ -179,7 +179,10 @@ fn run_text(a: Args) -> Result<()> {
     let opts = TextOptions {
         plan,
         overwrite: a.out.force,
-        chooser: Some(zipflow_select::Chooser::shared(Default::default())),
+        chooser: Some(zipflow_select::Chooser::shared(select_options(
+            &a.objective,
+            a.min_decode_gbs,
+        )?)),
         ..TextOptions::default()
     };
     let start = Instant::now();
