@@ -133,7 +133,7 @@ pub fn generate(q: &Query, layout: &QueryLayout) -> Result<Kernel> {
     src.push_str("    const u64* __restrict__ cols, u64 rows, const u32* __restrict__ maps,\n");
     src.push_str("    const u32* __restrict__ map_base, u64 chunk_rows, u64* acc, int* err) {\n");
     for (i, p) in layout.slots.iter().enumerate() {
-        let t = ctype(*p)?;
+        let t = crate::codegen::ctype(*p)?;
         let _ = writeln!(
             src,
             "  const {t}* __restrict__ c{i} = (const {t}*)cols[{i}];"
@@ -150,14 +150,7 @@ pub fn generate(q: &Query, layout: &QueryLayout) -> Result<Kernel> {
             }
         }
         Fold::Shared | Fold::Warp => {
-            src.push_str("  __shared__ u64 sacc[ZF_G * ZF_S];\n");
-            src.push_str("  for (u32 i = threadIdx.x; i < ZF_G * ZF_S; i += blockDim.x) {\n");
-            src.push_str("    u32 k = i % ZF_S;\n");
-            src.push_str(
-                "    sacc[i] = (k > 0 && (k - 1) % 4 == 2) ? (u64)ZF_I64_MAX\n\
-                 \x20            : (k > 0 && (k - 1) % 4 == 3) ? (u64)ZF_I64_MIN : 0;\n",
-            );
-            src.push_str("  }\n  __syncthreads();\n");
+            src.push_str(&shared_accumulators("ZF_G * ZF_S"));
         }
         Fold::Global => {}
     }
@@ -300,14 +293,7 @@ pub fn generate(q: &Query, layout: &QueryLayout) -> Result<Kernel> {
     src.push_str("  }\n");
     match fold {
         Fold::Registers => {
-            src.push_str("  __shared__ u64 sacc[ZF_S];\n");
-            src.push_str("  for (u32 i = threadIdx.x; i < ZF_S; i += blockDim.x) {\n");
-            src.push_str("    u32 k = i;\n");
-            src.push_str(
-                "    sacc[i] = (k > 0 && (k - 1) % 4 == 2) ? (u64)ZF_I64_MAX\n\
-                 \x20            : (k > 0 && (k - 1) % 4 == 3) ? (u64)ZF_I64_MIN : 0;\n",
-            );
-            src.push_str("  }\n  __syncthreads();\n");
+            src.push_str(&shared_accumulators("ZF_S"));
             src.push_str("  if (n > 0) {\n    atomicAdd(&sacc[0], n);\n");
             for &a in &args {
                 let f = q.aggregates[a].func;
@@ -428,21 +414,18 @@ const FLUSH: &str = r#"  for (u32 gg = threadIdx.x; gg < ZF_G; gg += blockDim.x)
   }
 "#;
 
-/// The C type a column slot of physical type `p` is read as.
-fn ctype(p: PType) -> Result<&'static str> {
-    Ok(match p {
-        PType::I8 => "i8",
-        PType::I16 => "i16",
-        PType::I32 => "i32",
-        PType::I64 => "i64",
-        PType::U8 => "u8",
-        PType::U16 => "u16",
-        PType::U32 => "u32",
-        PType::U64 => "u64",
-        p => {
-            return Err(Error::unsupported(format!("{p:?} columns in GPU queries")));
-        }
-    })
+/// The block's accumulators in shared memory, `slots` of them (a C expression), set to
+/// their starting values: counts and sums 0, minima the greatest `i64`, maxima the least.
+fn shared_accumulators(slots: &str) -> String {
+    format!(
+        "  __shared__ u64 sacc[{slots}];\n\
+         \x20 for (u32 i = threadIdx.x; i < {slots}; i += blockDim.x) {{\n\
+         \x20   const u32 k = i % ZF_S;\n\
+         \x20   sacc[i] = (k > 0 && (k - 1) % 4 == 2) ? (u64)ZF_I64_MAX\n\
+         \x20           : (k > 0 && (k - 1) % 4 == 3) ? (u64)ZF_I64_MIN : 0;\n\
+         \x20 }}\n\
+         \x20 __syncthreads();\n"
+    )
 }
 
 struct Gen<'a> {
