@@ -183,6 +183,29 @@ pub struct Kernel {
     pub fixed_strings: bool,
 }
 
+impl Kernel {
+    /// A kernel that decodes no plan shape (no descriptors, no byte strings): `source`,
+    /// cached under `key`, launched with `threads` threads per block.
+    pub fn standalone(key: String, source: String, threads: u32) -> Kernel {
+        Kernel {
+            source,
+            kind: KernelKind::Tile,
+            nparams: 0,
+            nodes: Vec::new(),
+            key,
+            out: PType::I64,
+            threads,
+            dyn_smem: 0,
+            segment_rows: 0,
+            segments_per_block: 0,
+            expand_smem: 0,
+            expand_narrow_smem: 0,
+            first_kernel: true,
+            fixed_strings: false,
+        }
+    }
+}
+
 /// Descriptor slot 0: the chunk's first output element in the output buffer (for byte
 /// strings, the byte offset of its first offset).
 pub const SLOT_OUT: usize = 0;

@@ -6,6 +6,9 @@
 //! checks only the plans whose text contains one of those words (a quick look at one area;
 //! the minimum count of checked streams is then not asserted).
 
+mod common;
+use common::gpu;
+
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, with_int_ptype};
 use zipflow_cuda::codegen::generate;
@@ -16,17 +19,6 @@ use zipflow_encodings::{NodeView, decode_bytes, encode};
 fn plan_filter() -> Option<Vec<String>> {
     let v = std::env::var("ZIPFLOW_GPU_PLANS").ok()?;
     Some(v.split(',').map(|w| w.trim().to_string()).collect())
-}
-
-fn gpu(test: &str) -> Option<Gpu> {
-    match Gpu::open(0) {
-        Ok(g) => Some(g),
-        Err(e) if gpu_required() => panic!("{test}: ZIPFLOW_REQUIRE_GPU is set, but: {e}"),
-        Err(e) => {
-            eprintln!("{test}: skipped ({e})");
-            None
-        }
-    }
 }
 
 /// A small deterministic generator (xorshift64*).

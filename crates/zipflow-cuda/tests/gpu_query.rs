@@ -3,6 +3,9 @@
 //! device tests skip (`ZIPFLOW_REQUIRE_GPU=1` makes that a failure); what the host decides
 //! (which queries run on the GPU, and the kernels' source) is checked everywhere.
 
+mod common;
+use common::gpu;
+
 use std::path::Path;
 
 use arrow::array::RecordBatch;
@@ -11,19 +14,8 @@ use tpchgen_arrow::LineItemArrow;
 use zipflow_compute::{QueryResult, ScanOptions, Table, sql, tpch};
 use zipflow_core::Error;
 use zipflow_cuda::query::GpuQuery;
-use zipflow_cuda::{Gpu, gpu_required};
-use zipflow_format::{TableWriter, WriteOptions};
 
-fn gpu(test: &str) -> Option<Gpu> {
-    match Gpu::open(0) {
-        Ok(g) => Some(g),
-        Err(e) if gpu_required() => panic!("{test}: ZIPFLOW_REQUIRE_GPU is set, but: {e}"),
-        Err(e) => {
-            eprintln!("{test}: skipped ({e})");
-            None
-        }
-    }
-}
+use zipflow_format::{TableWriter, WriteOptions};
 
 /// TPC-H lineitem at scale factor `sf` in row groups of `chunk_rows`, at `dir/lineitem.zf`.
 fn lineitem(dir: &Path, sf: f64, chunk_rows: usize) -> String {

@@ -23,7 +23,7 @@ use zipflow_compute::expr::{ArithOp, CmpOp, Expr, SqlType, Value};
 use zipflow_compute::query::{AggFunc, Query};
 use zipflow_core::{Error, PType, Result};
 
-use crate::codegen::{Kernel, KernelKind};
+use crate::codegen::Kernel;
 
 /// Name of the generated kernel.
 pub const QUERY_KERNEL: &str = "zf_query";
@@ -246,16 +246,12 @@ pub fn generate(q: &Query, layout: &QueryLayout) -> Result<Kernel> {
                          \x20       if (lane == (u32)l) zf_atomic_add128(&t[{o}], lo, hi); }}"
                     );
                 } else {
-                    let (neutral, op, slot) = if f == AggFunc::Min {
-                        ("ZF_I64_MAX", "min", o + 2)
-                    } else {
-                        ("ZF_I64_MIN", "max", o + 3)
-                    };
-                    let at = if f == AggFunc::Min {
-                        "atomicMin"
-                    } else {
-                        "atomicMax"
-                    };
+                    let Extreme {
+                        neutral,
+                        op,
+                        atomic: at,
+                        slot,
+                    } = extreme(f, o);
                     let _ = writeln!(
                         src,
                         "      {{ i64 x = mine ? v{a} : {neutral};\n\
@@ -281,10 +277,9 @@ pub fn generate(q: &Query, layout: &QueryLayout) -> Result<Kernel> {
                         src,
                         "      zf_atomic_add128(&t[{o}], (u64)v{a}, v{a} < 0 ? ~0ull : 0ull);"
                     );
-                } else if f == AggFunc::Min {
-                    let _ = writeln!(src, "      atomicMin((long long*)&t[{}], v{a});", o + 2);
                 } else {
-                    let _ = writeln!(src, "      atomicMax((long long*)&t[{}], v{a});", o + 3);
+                    let e = extreme(f, o);
+                    let _ = writeln!(src, "      {}((long long*)&t[{}], v{a});", e.atomic, e.slot);
                 }
             }
             src.push_str("    }\n");
@@ -316,22 +311,11 @@ pub fn generate(q: &Query, layout: &QueryLayout) -> Result<Kernel> {
         Fold::Global => {}
     }
     src.push_str("}\n");
-    Ok(Kernel {
-        key: format!("query {}", xxhash_rust::xxh3::xxh3_64(src.as_bytes())),
-        source: src,
-        kind: KernelKind::Tile,
-        nparams: 0,
-        nodes: Vec::new(),
-        out: PType::I64,
-        threads: QUERY_THREADS,
-        dyn_smem: 0,
-        segment_rows: 0,
-        segments_per_block: 0,
-        expand_smem: 0,
-        expand_narrow_smem: 0,
-        first_kernel: true,
-        fixed_strings: false,
-    })
+    Ok(Kernel::standalone(
+        format!("query {}", xxhash_rust::xxh3::xxh3_64(src.as_bytes())),
+        src,
+        QUERY_THREADS,
+    ))
 }
 
 /// The CUDA C every query kernel opens with.
@@ -413,6 +397,33 @@ const FLUSH: &str = r#"  for (u32 gg = threadIdx.x; gg < ZF_G; gg += blockDim.x)
     }
   }
 "#;
+
+/// How a `min` or `max` aggregate folds: its neutral value, the C function that combines two
+/// values, the atomic that folds one into memory, and its slot (`o`: the aggregate's first).
+struct Extreme {
+    neutral: &'static str,
+    op: &'static str,
+    atomic: &'static str,
+    slot: usize,
+}
+
+fn extreme(f: AggFunc, o: usize) -> Extreme {
+    if f == AggFunc::Min {
+        Extreme {
+            neutral: "ZF_I64_MAX",
+            op: "min",
+            atomic: "atomicMin",
+            slot: o + 2,
+        }
+    } else {
+        Extreme {
+            neutral: "ZF_I64_MIN",
+            op: "max",
+            atomic: "atomicMax",
+            slot: o + 3,
+        }
+    }
+}
 
 /// The block's accumulators in shared memory, `slots` of them (a C expression), set to
 /// their starting values: counts and sums 0, minima the greatest `i64`, maxima the least.

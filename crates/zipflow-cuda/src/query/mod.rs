@@ -360,6 +360,20 @@ struct Batch<'g> {
     base: CudaSlice<u32>,
 }
 
+impl Batch<'_> {
+    /// Copies the batch's compressed bytes to the device and decodes them, waiting for the
+    /// decode (and reporting damaged chunks).
+    fn decode(&mut self, file: &zipflow_format::ZfFile) -> Result<()> {
+        for d in &mut self.decoders {
+            d.upload_and_decode()?;
+        }
+        for d in &self.decoders {
+            d.finish().map_err(|e| e.in_file(file.path()))?;
+        }
+        Ok(())
+    }
+}
+
 /// A [`GpuQuery`] laid out on one GPU for one table ([`GpuQuery::prepare`]): each
 /// [`PreparedQuery::run`] copies the compressed bytes from pinned host memory, decodes them
 /// and runs the query kernel.
@@ -397,12 +411,7 @@ impl PreparedQuery<'_> {
     pub fn decode(&mut self) -> Result<()> {
         let file = self.table.file();
         for batch in &mut self.batches {
-            for d in &mut batch.decoders {
-                d.upload_and_decode()?;
-            }
-            for d in &batch.decoders {
-                d.finish().map_err(|e| e.in_file(file.path()))?;
-            }
+            batch.decode(file)?;
         }
         Ok(())
     }
@@ -430,12 +439,7 @@ impl PreparedQuery<'_> {
         let sms = u32::try_from(gpu.info().multiprocessors.max(1)).unwrap_or(1);
         let chunk_rows = file.chunk_rows().max(1);
         for batch in &mut self.batches {
-            for d in &mut batch.decoders {
-                d.upload_and_decode()?;
-            }
-            for d in &batch.decoders {
-                d.finish().map_err(|e| e.in_file(file.path()))?;
-            }
+            batch.decode(file)?;
             if batch.rows == 0 {
                 continue;
             }
