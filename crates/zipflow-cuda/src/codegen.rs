@@ -500,21 +500,13 @@ pub fn generate(shape: &Shape) -> Result<Kernel> {
     let entry = numeric_entry(&mut g, shape.ptype)?;
     g.src.push_str(&entry);
     g.src.insert_str(prelude_end, &dict_cache_define(&g.src));
+    let source = g.src;
     Ok(Kernel {
-        source: g.src,
         kind,
         nparams,
         nodes,
-        key,
         out: shape.ptype,
-        threads: kind.threads(),
-        dyn_smem: 0,
-        segment_rows: 0,
-        segments_per_block: 0,
-        expand_smem: 0,
-        expand_narrow_smem: 0,
-        first_kernel: true,
-        fixed_strings: false,
+        ..Kernel::standalone(key, source, kind.threads())
     })
 }
 
