@@ -258,12 +258,12 @@ fn an_overflow_is_the_cpu_engines_error() {
     }
 }
 
-/// Columns with nulls and floats (NaN, -0.0) stay on the CPU: a query reading one is refused
-/// by name, and a query over the table's other columns runs on the GPU with the CPU's answer.
+/// Columns with nulls (string keys included) and floats (NaN, -0.0) stay on the CPU: a query
+/// reading one is refused by name, and a query over the table's other columns runs on the GPU with the CPU's answer.
 /// (Binary columns never get here: the native SQL front does not plan over them.)
 #[test]
 fn nulls_and_floats_stay_on_the_cpu() {
-    use arrow::array::{ArrayRef, Float64Array, Int64Array};
+    use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -279,13 +279,19 @@ fn nulls_and_floats_stay_on_the_cpu() {
             _ => i as f64,
         }
     })));
+    // A dictionary-coded string key with nulls: the null rows must not join a string's group.
+    let s: ArrayRef =
+        Arc::new(StringArray::from_iter((0..n).map(|i| {
+            (i % 4 != 0).then_some(["a", "b", "c"][(i % 3) as usize])
+        })));
     let schema = Schema::new(vec![
         Field::new("k", DataType::Int64, false),
         Field::new("x", DataType::Int64, true),
         Field::new("f", DataType::Float64, false),
+        Field::new("s", DataType::Utf8, true),
     ]);
     let batch =
-        RecordBatch::try_new(Arc::new(schema), vec![k, x, f]).unwrap_or_else(|e| panic!("{e}"));
+        RecordBatch::try_new(Arc::new(schema), vec![k, x, f, s]).unwrap_or_else(|e| panic!("{e}"));
     let path = dir.path().join("t.zf");
     let options = WriteOptions {
         chunk_rows: 1024,
@@ -303,6 +309,7 @@ fn nulls_and_floats_stay_on_the_cpu() {
         format!("SELECT k, count(*) FROM '{path}' WHERE x > 10 GROUP BY k"),
         format!("SELECT max(f) FROM '{path}'"),
         format!("SELECT count(*) FROM '{path}' WHERE f = 0"),
+        format!("SELECT s, count(*) FROM '{path}' GROUP BY s"),
     ] {
         let q = plan(&table, &text);
         match GpuQuery::new(&table, &q) {

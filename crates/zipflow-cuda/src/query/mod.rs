@@ -87,6 +87,15 @@ impl GpuQuery {
                 .columns()
                 .get(c)
                 .ok_or_else(|| Error::invalid(format!("column index {c} out of range")))?;
+            for k in 0..file.num_chunks() {
+                if file.try_chunk_meta(c, k)?.stats.null_count > 0 {
+                    return Err(Error::unsupported(format!(
+                        "column `{}` has nulls (row group {k}): GPU queries read columns \
+                         without nulls",
+                        meta.name
+                    )));
+                }
+            }
             let p = meta.column_type.ptype();
             let is_key = string_keys.contains(&c) && !read_outside_keys(q, c);
             if p == PType::Bytes && is_key {
@@ -99,15 +108,6 @@ impl GpuQuery {
                     "column `{}` ({p:?}) in a GPU query: integers, decimals and dates only",
                     meta.name
                 )));
-            }
-            for k in 0..file.num_chunks() {
-                if file.try_chunk_meta(c, k)?.stats.null_count > 0 {
-                    return Err(Error::unsupported(format!(
-                        "column `{}` has nulls (row group {k}): GPU queries read columns \
-                         without nulls",
-                        meta.name
-                    )));
-                }
             }
             slots.push(p);
             slot_columns.push((c, false));
