@@ -295,10 +295,14 @@ pub fn generate(q: &Query, layout: &QueryLayout) -> Result<Kernel> {
                 let o = 1 + 4 * a;
                 if sums(f) {
                     let _ = writeln!(src, "    zf_atomic_add128(&sacc[{o}], lo{a}, hi{a});");
-                } else if f == AggFunc::Min {
-                    let _ = writeln!(src, "    atomicMin((long long*)&sacc[{}], mn{a});", o + 2);
                 } else {
-                    let _ = writeln!(src, "    atomicMax((long long*)&sacc[{}], mx{a});", o + 3);
+                    let e = extreme(f, o);
+                    let reg = if f == AggFunc::Min { "mn" } else { "mx" };
+                    let _ = writeln!(
+                        src,
+                        "    {}((long long*)&sacc[{}], {reg}{a});",
+                        e.atomic, e.slot
+                    );
                 }
             }
             src.push_str("  }\n  __syncthreads();\n");

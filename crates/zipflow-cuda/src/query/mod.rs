@@ -122,12 +122,8 @@ impl GpuQuery {
                     index,
                     ty: SqlType::Str,
                 } => {
+                    // A string column read outside the keys was refused above.
                     let slot = slot_of(&column_slot, *index)?;
-                    if !slot_columns[slot].1 {
-                        return Err(Error::unsupported(
-                            "GROUP BY a string column the query also reads elsewhere, on the GPU",
-                        ));
-                    }
                     let name = &file.columns()[*index].name;
                     slots[slot] = string_key(file, *index, &mut codes)
                         .map_err(|e| e.at_column(name).in_file(file.path()))?;
