@@ -28,8 +28,9 @@
 //!
 //! Byte strings decode when their plans are `strdict`, `words` or `plain` over numeric
 //! sub-plans (`ans`, `fsst` and the character coders included), into Arrow's layout (bytes,
-//! then offsets). Every primitive the CPU writes decodes; a composition the generator has no
-//! code for gives an `Unsupported` error naming it, and callers decode it on the CPU.
+//! then offsets). Every primitive the CPU writes decodes but `zstd`, which has no GPU decoder;
+//! a composition the generator has no code for gives an `Unsupported` error naming it, and
+//! callers decode it on the CPU.
 //! Validity (null) streams are small and stay on the CPU.
 
 pub mod arrow;

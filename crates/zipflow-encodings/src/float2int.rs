@@ -47,6 +47,10 @@ pub const POW10: [f64; 19] = [
 /// Values the automatic choice of `E` looks at.
 pub const SAMPLE_LEN: usize = 1024;
 
+/// The automatic choice counts on a dictionary only where a sample of `n` values has at most
+/// `n / DICT_SHARE` distinct integers.
+const DICT_SHARE: u64 = 8;
+
 /// Bits the automatic choice charges per exception: a u32 position and a u64 value.
 const EXCEPTION_BITS: u64 = 96;
 
@@ -146,7 +150,11 @@ pub fn split<F: Decimal>(values: &[F], e: u8) -> (Vec<u32>, Vec<F::Bits>, Vec<F:
 }
 
 /// The exponent the automatic choice picks for `values`: on an evenly spaced sample of at most
-/// [`SAMPLE_LEN`] values, the smallest `E` minimising `bits(max - min) * n + exceptions * 96`.
+/// [`SAMPLE_LEN`] values, the smallest `E` minimising `bits * n + exceptions * 96`, where
+/// `bits` is the cheaper of `bits(max - min)` (`for | bitpack`) and, when the sample has few
+/// distinct integers, a dictionary's code width plus its values' share (a handful of values
+/// with many decimals, such as shares `0.0221239`, would otherwise stay exceptions at a small
+/// `E`).
 pub fn choose_exponent<F: Decimal>(values: &[F]) -> u8 {
     let n = values.len().min(SAMPLE_LEN);
     let sample: Vec<F> = (0..n)
@@ -156,11 +164,13 @@ pub fn choose_exponent<F: Decimal>(values: &[F]) -> u8 {
     for e in 0..=F::MAX_EXPONENT {
         let scale = POW10[usize::from(e)];
         let (mut min, mut max, mut exceptions) = (i128::MAX, i128::MIN, 0u64);
+        let mut ints: Vec<i128> = Vec::with_capacity(n);
         for v in &sample {
             match v.encode(scale) {
                 Some(i) => {
                     min = min.min(i.to_i128());
                     max = max.max(i.to_i128());
+                    ints.push(i.to_i128());
                 }
                 None => exceptions += 1,
             }
@@ -170,7 +180,17 @@ pub fn choose_exponent<F: Decimal>(values: &[F]) -> u8 {
         } else {
             0
         };
-        let cost = range_bits * n as u64 + exceptions * EXCEPTION_BITS;
+        ints.sort_unstable();
+        ints.dedup();
+        let distinct = ints.len() as u64;
+        // A sample's distinct count says little of the stream's unless it is small.
+        let bits = if distinct > 0 && distinct * DICT_SHARE <= n as u64 {
+            let code = u64::from(64 - (distinct - 1).leading_zeros());
+            range_bits.min(code + (distinct * 64).div_ceil(n as u64))
+        } else {
+            range_bits
+        };
+        let cost = bits * n as u64 + exceptions * EXCEPTION_BITS;
         if cost < best.0 {
             best = (cost, e);
         }
@@ -472,6 +492,11 @@ mod tests {
         assert_eq!(choose_exponent(&prices::<f32>(3000)?), 2);
         let tenths: Vec<f64> = (0..3000).map(|k| k as f64 / 10.0).collect();
         assert_eq!(choose_exponent(&tenths), 1);
+        // A few shares with seven decimals among many zeros and ones: a dictionary of the
+        // scaled shares beats keeping them as exceptions at E = 0.
+        let shares = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0221239, 0.1442925, 0.0, 0.0];
+        let shares: Vec<f64> = (0..3000).map(|k| shares[k % shares.len()]).collect();
+        assert_eq!(choose_exponent(&shares), 7);
         // Nothing encodes: every E costs the same, the smallest wins.
         assert_eq!(choose_exponent(&[f64::NAN; 100]), 0);
         Ok(())

@@ -58,6 +58,9 @@ pub struct GpuDecode {
     pub full_speed: GpuPlace,
     /// Where its children sit.
     pub children: ChildPlace,
+    /// Whether the GPU has a decoder for it at all; a column whose plan has a primitive
+    /// without one decodes on the CPU.
+    pub decoder: bool,
 }
 
 impl GpuDecode {
@@ -69,6 +72,7 @@ impl GpuDecode {
             parallel: true,
             full_speed: GpuPlace::Inner,
             children: ChildPlace::Below,
+            decoder: true,
         }
     }
 
@@ -79,6 +83,15 @@ impl GpuDecode {
             parallel: false,
             full_speed: GpuPlace::Inner,
             children: ChildPlace::Below,
+            decoder: true,
+        }
+    }
+
+    /// A primitive the GPU has no decoder for (a general-purpose coder kept for size).
+    pub const fn cpu_only() -> GpuDecode {
+        GpuDecode {
+            decoder: false,
+            ..GpuDecode::not_parallel(Pattern::Serial)
         }
     }
 

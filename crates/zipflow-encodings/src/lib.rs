@@ -68,6 +68,7 @@ mod testing;
 pub mod views;
 pub mod words;
 pub mod zigzag;
+pub mod zstd;
 
 pub use chooser::{ColumnChooser, PlanChooser};
 pub use gpu::{ChildPlace, GpuDecode, GpuPlace, gpu_parallel, gpu_parallel_names};
@@ -234,6 +235,7 @@ static ENCODINGS: &[&dyn Encoding] = &[
     &fsst::Fsst,
     &chardict::CharDict16,
     &chartable::CharTable,
+    &zstd::Zstd,
 ];
 
 /// All primitives, in the order the selector tries them.

@@ -38,6 +38,10 @@ pub enum Role {
     /// and no scan predicate reads it packed, so the other objectives keep the lightweight
     /// leaves. It is also tried for a string column's integer streams.
     Entropy,
+    /// A general-purpose block coder: tried where an entropy coder is, but only on streams
+    /// of at least a vector (on a short stream its frame's fixed bytes dominate, and a short
+    /// side stream is estimated repeated, which such a coder would find and remove).
+    BlockCoder,
     /// An inner primitive: every child slot is again a plan of the space.
     Inner {
         /// Whether the slots other than the pipe child hold short exception side streams,
@@ -124,6 +128,7 @@ pub const TEXT_CANDIDATES: &[&str] = &[
     "fsst(codes: ans)",
     "words",
     "words(dict: plain(bytes: fsst))",
+    "zstd",
 ];
 
 /// Forms of a string dictionary (a `strdict` or `words` child) in the string space.
@@ -132,6 +137,7 @@ pub const DICT_FORMS: &[&str] = &[
     "plain(bytes: fsst)",
     "plain(bytes: fsst(codes: ans))",
     "plain(bytes: ans)",
+    "plain(bytes: zstd)",
 ];
 
 /// Forms of the bytes of `plain` strings: the text plans but the character tables, whose
@@ -143,6 +149,7 @@ pub const STRING_BYTES_FORMS: &[&str] = &[
     "fsst(codes: ans)",
     "words",
     "words(dict: plain(bytes: fsst))",
+    "zstd",
 ];
 
 /// The candidate plans for a u8 stream of text, the default for `zipflow compress --text`.

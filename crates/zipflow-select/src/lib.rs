@@ -26,7 +26,7 @@ pub mod dp;
 pub mod search;
 
 pub use cost::CostTable;
-pub use search::{Candidate, ColumnSelector, Objective, SelectOptions, Selection};
+pub use search::{Candidate, ColumnSelector, Objective, SelectOptions, Selection, rank_by};
 pub use zipflow_encodings::selection::{candidates, text_candidates};
 pub use zipflow_encodings::{gpu_parallel, gpu_parallel_names};
 
@@ -78,6 +78,12 @@ impl ColumnChooser for ColumnChoice {
         Ok(node)
     }
 }
+
+/// Candidates the search ranks best that are encoded on the whole stream before one is
+/// taken: a sample of a few runs can misjudge clustered values (long runs, rare outliers) by
+/// several times, and a few encodes cost little next to the search, which runs only on some
+/// chunks of a column.
+pub const VERIFY: usize = 4;
 
 /// Runs in a sample.
 const SAMPLE_RUNS: usize = 8;
@@ -183,10 +189,33 @@ pub fn choose_with(
 /// Encodes `values` with the best plan of `selection` that can encode them (a plan may fit
 /// the sample and not the whole stream); storing the values as they are ([`RAW`]) as the last
 /// resort.
+/// The best few candidates are encoded on the whole stream and judged by their real sizes
+/// (see [`VERIFY`]).
 pub fn encode_selection(values: &Values, selection: Selection) -> Result<(Plan, EncodedNode)> {
+    let objective = selection.objective;
+    let mut tried: Vec<(Candidate, EncodedNode)> = Vec::new();
+    for c in selection.ranked.iter().take(VERIFY) {
+        if let Ok(node) = encode(&c.plan, values) {
+            let mut c = c.clone();
+            c.size = node.size();
+            tried.push((c, node));
+        }
+    }
+    if !tried.is_empty() {
+        let mut judged: Vec<Candidate> = tried.iter().map(|(c, _)| c.clone()).collect();
+        rank_by(&mut judged, objective);
+        let best = tried
+            .into_iter()
+            .find(|(c, _)| c.plan == judged[0].plan)
+            .map(|(c, node)| (c.plan, node));
+        if let Some(best) = best {
+            return Ok(best);
+        }
+    }
     let mut ranked: Vec<(Plan, usize)> = selection
         .ranked
         .into_iter()
+        .skip(VERIFY)
         .map(|c| (c.plan, c.size))
         .collect();
     if values.ptype() != PType::Bytes && !ranked.iter().any(|(p, _)| p.name == RAW) {

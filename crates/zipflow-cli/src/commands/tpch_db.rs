@@ -32,7 +32,10 @@ pub const TABLES: [&str; 8] = [
 ];
 
 /// Batches of table `name` at `sf`.
-fn batches(name: &str, sf: f64) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
+pub(crate) fn batches(
+    name: &str,
+    sf: f64,
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
     fn each<I, E>(it: I) -> Box<dyn Iterator<Item = Result<RecordBatch>>>
     where
         I: Iterator<Item = Result<RecordBatch, E>> + 'static,

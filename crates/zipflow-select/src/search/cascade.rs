@@ -167,18 +167,22 @@ fn leaf_forms(stream: &Values, at: Stream, scorer: &mut Scorer<'_>, skip: &[&str
     let short = at.side || stream.len() < VECTOR_LEN;
     let gpu = scorer.options.objective == Objective::Gpu;
     // An entropy coder (`ans`: unsigned streams of at most 32 bits, so `zigzag | ans` for
-    // signed ones) only where size is all that counts: it decodes serially and no scan
+    // signed ones; `zstd`) where size is all that counts, and for the balanced objective
+    // where the whole plan saves a margin (see `select_at`): it decodes serially and no scan
     // predicate reads it packed, so the other objectives keep the lightweight leaves.
-    let entropy = if scorer.options.objective == Objective::Smallest {
-        entropy_coders()
-    } else {
-        Vec::new()
+    let entropy = match scorer.options.objective {
+        Objective::Smallest | Objective::Balanced if scorer.entropy => entropy_coders(),
+        _ => Vec::new(),
     };
     let leaves: Vec<&'static str> = cascade_leaves()
         .into_iter()
         .chain(entropy)
         .filter(|e| {
-            !(skip.contains(&e.name()) || short && e.descriptor().search.role == Role::LongLeaf)
+            let long_only = matches!(
+                e.descriptor().search.role,
+                Role::LongLeaf | Role::BlockCoder
+            );
+            !(skip.contains(&e.name()) || short && long_only)
         })
         .filter(|e| !gpu || e.gpu().decodes_at(at.place))
         .map(|e| e.name())

@@ -51,6 +51,7 @@ pub use space::{depth, space, string_roots, string_space, within_depth};
 pub use zipflow_encodings::gpu_parallel;
 
 use zipflow_core::{PType, Values};
+use zipflow_encodings::{Role, by_name};
 
 use cascade::{by_streams, select_strings};
 use objective::additive_key;
@@ -79,7 +80,10 @@ fn select_at(values: &Values, text: bool, options: &SelectOptions, nested: bool)
             scorer.score(&p);
         }
     } else if let Some(key) = additive_key(options.objective) {
-        let roots = by_streams(&mut scorer, f, options.depth, key);
+        let mut roots = by_streams(&mut scorer, f, options.depth, key);
+        if options.objective == Objective::Balanced {
+            roots = entropy_by_margin(roots, &mut scorer, f, options.depth, key);
+        }
         return Selection {
             objective: options.objective,
             ranked: roots,
@@ -111,6 +115,47 @@ fn select_at(values: &Values, text: bool, options: &SelectOptions, nested: bool)
         }
     }
     finish(scorer, values, &sample, options.objective)
+}
+
+/// How much cheaper (by the balanced objective's weights: bytes read at 0.5 GB/s plus
+/// decode time) a plan with an entropy coder must be than the best plan without one for the
+/// balanced objective to take it: an entropy coder decodes serially and no scan predicate
+/// reads it packed, so a small saving does not pay for what a query loses.
+pub const BALANCED_ENTROPY_MARGIN: f64 = 0.2;
+
+/// The cascade's `roots` (found with entropy coders allowed), or the best plans without
+/// entropy coders where those come within [`BALANCED_ENTROPY_MARGIN`] of the best.
+fn entropy_by_margin(
+    roots: Vec<Candidate>,
+    scorer: &mut Scorer<'_>,
+    f: Family,
+    depth: usize,
+    (per_byte, per_ns): (f64, f64),
+) -> Vec<Candidate> {
+    let weigh = |c: &Candidate| c.size as f64 * per_byte + c.decode_ns * per_ns;
+    let entropy = |p: &zipflow_core::Plan| {
+        fn any(p: &zipflow_core::Plan, f: &dyn Fn(&str) -> bool) -> bool {
+            f(&p.name) || p.children.iter().any(|(_, c)| any(c, f))
+        }
+        any(p, &|n| {
+            by_name(n).is_some_and(|e| {
+                matches!(e.descriptor().search.role, Role::Entropy | Role::BlockCoder)
+            })
+        })
+    };
+    let Some(best) = roots.first() else {
+        return roots;
+    };
+    if !entropy(&best.plan) {
+        return roots;
+    }
+    scorer.entropy = false;
+    let light = by_streams(scorer, f, depth, (per_byte, per_ns));
+    scorer.entropy = true;
+    match light.first() {
+        Some(l) if weigh(best) > weigh(l) * (1.0 - BALANCED_ENTROPY_MARGIN) => light,
+        _ => roots,
+    }
 }
 
 /// Runs of a numeric search sample: a quarter of [`crate::sample`]'s, since the cascade scores

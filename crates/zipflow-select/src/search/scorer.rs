@@ -47,6 +47,8 @@ pub(super) struct Scorer<'a> {
     /// Whether the stream is a child of a string column (codes, lengths, counts), where the
     /// GPU decodes its plan a segment at a time ([`GpuPlace::Codes`]).
     pub(super) nested: bool,
+    /// Whether the cascade may end streams in entropy coders (where the objective allows).
+    pub(super) entropy: bool,
 }
 
 impl<'a> Scorer<'a> {
@@ -65,6 +67,7 @@ impl<'a> Scorer<'a> {
             seen: FxHashMap::default(),
             forms_scored: 0,
             nested: false,
+            entropy: true,
         }
     }
 

@@ -45,9 +45,9 @@ pub(super) fn cascade_leaves() -> Vec<&'static dyn Encoding> {
     having(|r| matches!(r, Role::Leaf | Role::LongLeaf)).collect()
 }
 
-/// The entropy coders ([`Role::Entropy`]).
+/// The entropy coders and block coders ([`Role::Entropy`], [`Role::BlockCoder`]).
 pub(super) fn entropy_coders() -> Vec<&'static dyn Encoding> {
-    having(|r| r == Role::Entropy).collect()
+    having(|r| matches!(r, Role::Entropy | Role::BlockCoder)).collect()
 }
 
 /// The inner primitives of the numeric space ([`Role::Inner`]).
