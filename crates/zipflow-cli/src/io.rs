@@ -63,10 +63,38 @@ pub fn is_std(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
+/// How CSV input is read.
+#[derive(Debug, Clone)]
+pub struct CsvOptions {
+    /// The field delimiter.
+    pub delimiter: u8,
+    /// Fields (besides empty ones) read as nulls, e.g. `NA`.
+    pub nulls: Vec<String>,
+}
+
+impl CsvOptions {
+    /// The reader's format: header, delimiter, and the null spellings as one anchored
+    /// regular expression (the empty field always among them).
+    fn format(&self) -> Result<arrow::csv::reader::Format> {
+        let format = arrow::csv::reader::Format::default()
+            .with_header(true)
+            .with_delimiter(self.delimiter);
+        if self.nulls.is_empty() {
+            return Ok(format);
+        }
+        let alternatives: Vec<String> = std::iter::once(String::new())
+            .chain(self.nulls.iter().map(|n| regex::escape(n)))
+            .collect();
+        let re = regex::Regex::new(&format!("^(?:{})$", alternatives.join("|")))
+            .context("--null-values")?;
+        Ok(format.with_null_regex(re))
+    }
+}
+
 /// Opens `path` as a table; `-` reads CSV or an Arrow IPC stream from standard input.
-pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
+pub fn open(path: &Path, format: TableFormat, csv: &CsvOptions) -> Result<Input> {
     if is_std(path) {
-        return open_stdin(format, delimiter);
+        return open_stdin(format, csv);
     }
     let file = File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
     match format {
@@ -85,10 +113,8 @@ pub fn open(path: &Path, format: TableFormat, delimiter: u8) -> Result<Input> {
         }
         TableFormat::Csv => {
             let mut file = file;
-            let format = arrow::csv::reader::Format::default()
-                .with_header(true)
-                .with_delimiter(delimiter);
-            let header = csv_header(&mut file, delimiter)?;
+            let format = csv.format()?;
+            let header = csv_header(&mut file, csv.delimiter)?;
             let (schema, _) = format
                 .infer_schema(BufReader::new(&mut file), Some(CSV_INFER_ROWS))
                 .map_err(|e| explain_csv_error(e, &header))
@@ -149,7 +175,8 @@ fn null_columns_as_strings(schema: &arrow::datatypes::Schema) -> arrow::datatype
 
 /// Standard input as a table: CSV (types inferred from the first rows, which are kept in
 /// memory and read again) or an Arrow IPC stream. Parquet needs a seekable file.
-fn open_stdin(format: TableFormat, delimiter: u8) -> Result<Input> {
+fn open_stdin(format: TableFormat, csv: &CsvOptions) -> Result<Input> {
+    let delimiter = csv.delimiter;
     let stdin = std::io::stdin();
     match format {
         TableFormat::Parquet => bail!(
@@ -179,9 +206,7 @@ fn open_stdin(format: TableFormat, delimiter: u8) -> Result<Input> {
                 .split(|&b| b == delimiter)
                 .map(|f| String::from_utf8_lossy(f).trim_matches('"').to_string())
                 .collect();
-            let format = arrow::csv::reader::Format::default()
-                .with_header(true)
-                .with_delimiter(delimiter);
+            let format = csv.format()?;
             // Leave out the last line read, which may hold only part of a quoted record.
             let (schema, _) = format
                 .infer_schema(&head[..], Some(lines.saturating_sub(2).max(1)))

@@ -208,3 +208,49 @@ fn sql_reads_a_long_query_from_a_file_or_standard_input() {
     assert_eq!(a.stdout, b.stdout);
     assert!(err(&run(&["sql", "-f", "missing.sql"], d, None)).contains("missing.sql"));
 }
+
+#[test]
+fn null_values_are_nulls_in_csv_input() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    let text = "n,s\n1,a\nNA,b\n3,NULL\n,c\n";
+    std::fs::write(d.join("t.csv"), text).unwrap_or_else(|e| panic!("{e}"));
+    ok(run(
+        &[
+            "compress",
+            "t.csv",
+            "--null-values",
+            "NA,NULL",
+            "-o",
+            "t.zf",
+        ],
+        d,
+        None,
+    ));
+    let out = ok(run(
+        &[
+            "sql",
+            "SELECT count(n), sum(n), count(s), count(*) FROM 't.zf'",
+            "--format",
+            "csv",
+        ],
+        d,
+        None,
+    ));
+    // `n` stays a number column (NA is a null, not text): two values, 1 + 3.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().nth(1),
+        Some("2,4,3,4")
+    );
+    // Without the option, `NA` makes `n` a text column and `NULL` a string.
+    ok(run(&["compress", "t.csv", "-o", "plain.zf"], d, None));
+    let out = ok(run(
+        &["sql", "SELECT count(s) FROM 'plain.zf'", "--format", "csv"],
+        d,
+        None,
+    ));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().nth(1),
+        Some("4")
+    );
+}

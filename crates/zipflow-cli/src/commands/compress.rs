@@ -38,6 +38,11 @@ pub struct Args {
     /// CSV field delimiter.
     #[arg(long, default_value_t = ',')]
     pub delimiter: char,
+    /// CSV fields read as nulls besides empty ones, comma-separated, e.g. `NA,NULL,-`
+    /// (matched whole and case-sensitively, in every column; they also count as nulls when
+    /// column types are inferred, so a number column with `NA` stays numbers).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub null_values: Vec<String>,
     /// What chosen plans optimise: smallest, balanced (size and decode speed), fastest, or gpu
     /// (the smallest plan the GPU decodes in parallel: no `ans`, `fsst`, character coders or
     /// `blockpack`, `hipatch` only at the top of a numeric plan or under `for`, and `radix`
@@ -82,7 +87,11 @@ pub fn run(a: Args) -> Result<()> {
         .context("--delimiter must be one ASCII character")?;
     let plans = super::parse_plans(&a.plans)?;
     check_output(&a)?;
-    let input = io::open(&a.input, format, delimiter)?;
+    let csv = io::CsvOptions {
+        delimiter,
+        nulls: a.null_values.clone(),
+    };
+    let input = io::open(&a.input, format, &csv)?;
     let schema = input.reader.schema();
     let opts = WriteOptions {
         chunk_rows: a.chunk_rows as usize,
