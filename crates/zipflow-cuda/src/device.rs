@@ -76,6 +76,10 @@ pub struct Gpu {
     /// Streams that uploads and kernels alternate between, so that the copy of one batch
     /// overlaps the decoding of the previous one.
     pub(crate) streams: [Arc<CudaStream>; 2],
+    /// The stream host-to-device copies of compressed bytes queue on, apart from the
+    /// kernels: copies for the next columns and batches run back to back over PCIe while
+    /// the kernels decode what arrived, each kernel waiting only for its own bytes (events).
+    pub(crate) copy: Arc<CudaStream>,
     info: GpuInfo,
     cache: ModuleCache,
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
@@ -114,7 +118,7 @@ impl Drop for Staging<'_> {
         let b = unsafe { ManuallyDrop::take(&mut self.buffer) };
         // A copy from the buffer may still be queued (a decoder dropped before it
         // finished): the next borrower must not write into it before that copy ran.
-        for s in &self.gpu.streams {
+        for s in self.gpu.streams.iter().chain([&self.gpu.copy]) {
             if s.synchronize().is_err() {
                 return;
             }
@@ -227,9 +231,11 @@ impl Gpu {
             ctx.new_stream().map_err(cuda("creating a stream"))?,
             ctx.new_stream().map_err(cuda("creating a stream"))?,
         ];
+        let copy = ctx.new_stream().map_err(cuda("creating a stream"))?;
         Ok(Gpu {
             ctx,
             streams,
+            copy,
             info,
             cache: ModuleCache::from_env(),
             modules: Mutex::new(HashMap::new()),
@@ -263,6 +269,13 @@ impl Gpu {
     /// What the device is.
     pub fn info(&self) -> &GpuInfo {
         &self.info
+    }
+
+    /// The stream the encoders and [`crate::DeviceColumn::to_host`] work on: buffers a caller
+    /// fills for them are best allocated and written on it. cudarc's per-buffer event tracking
+    /// is off on this context, so work on other streams must be ordered by the caller.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.streams[0]
     }
 
     /// The block size tuned for a chunk kernel's plan shape `key` on this device, if one was

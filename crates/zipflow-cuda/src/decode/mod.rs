@@ -26,7 +26,9 @@ pub(crate) mod host;
 
 use crate::shape::Shape;
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
 use host::HostColumn;
 use std::collections::HashMap;
 use std::ops::Range;
@@ -198,6 +200,9 @@ pub struct ColumnDecoder<'g> {
     offset_width: usize,
     /// Whether the input buffer holds the compressed bytes.
     uploaded: bool,
+    /// Recorded behind this decoder's last work (its set-up, then each decode): the next
+    /// upload into its buffers waits for it, and for nothing else queued on the GPU.
+    done: CudaEvent,
 }
 
 impl std::fmt::Debug for ColumnDecoder<'_> {
@@ -386,6 +391,9 @@ impl<'g> ColumnDecoder<'g> {
         let err = stream
             .alloc_zeros::<i32>(1)
             .map_err(cuda("allocating the error word"))?;
+        let done = stream
+            .record_event(None)
+            .map_err(cuda("recording an event"))?;
         Ok(ColumnDecoder {
             gpu,
             ptype,
@@ -401,6 +409,7 @@ impl<'g> ColumnDecoder<'g> {
             string_bytes,
             offset_width: if ptype == PType::Bytes { width } else { 0 },
             uploaded: false,
+            done,
         })
     }
 
@@ -538,38 +547,55 @@ impl<'g> ColumnDecoder<'g> {
             .map_err(cuda("clearing the error word"))
     }
 
-    /// Copies the compressed bytes to the device batch by batch, alternating two streams,
-    /// each batch's kernels queued right behind its copy.
+    /// Queues the copy of the compressed bytes to the device batch by batch on the GPU's
+    /// copy stream, each batch's kernels on one of two kernel streams behind an event of its
+    /// own copy, and returns without waiting: the copies of the next decoders queue right
+    /// behind these, so PCIe stays busy while the kernels run. The copy waits only for this
+    /// decoder's previous work ([`ColumnDecoder::finish`] reports errors).
     pub fn upload_and_decode(&mut self) -> Result<()> {
         let streams = self.gpu.streams.clone();
-        self.reset_error(&streams[0])?;
-        streams[0].synchronize().map_err(cuda("synchronising"))?;
+        let copy = self.gpu.copy.clone();
+        copy.wait(&self.done).map_err(cuda("ordering streams"))?;
+        copy.memset_zeros(&mut self.err)
+            .map_err(cuda("clearing the error word"))?;
         let src = self
             .staging
             .buffer()
             .as_slice()
             .map_err(cuda("mapping pinned memory"))?;
-        let (input, _guard) = self.input.device_ptr(&streams[0]);
+        let (input, _guard) = self.input.device_ptr(&copy);
         for (i, (bytes, ranges)) in self.batches.iter().enumerate() {
             let stream = &streams[i % 2];
             if !bytes.is_empty() {
                 // SAFETY: `bytes` lies within the staging buffer, which has the input
-                // buffer's size, and the pinned source outlives the copy (it is owned by
-                // `self`, and `finish` synchronises before anything else touches it).
+                // buffer's size; the pinned source outlives the copy (it is owned by `self`,
+                // and `finish`, or dropping the staging buffer, synchronises the copy stream
+                // before anything else touches it), and the copy waited for every kernel of
+                // this decoder that read the input before (`done`).
                 unsafe {
                     cudarc::driver::result::memcpy_htod_async(
                         input + bytes.start as u64,
                         &src[bytes.clone()],
-                        stream.cu_stream(),
+                        copy.cu_stream(),
                     )
                 }
                 .map_err(cuda("copying compressed bytes to the device"))?;
             }
+            let arrived = copy
+                .record_event(None)
+                .map_err(cuda("recording an event"))?;
+            stream.wait(&arrived).map_err(cuda("ordering streams"))?;
             for (g, r) in self.groups.iter().zip(ranges) {
                 if g.kernel.kind == KernelKind::Tile {
                     self.launch(g, r.clone(), stream)?;
                 }
             }
+        }
+        let all = copy
+            .record_event(None)
+            .map_err(cuda("recording an event"))?;
+        for s in &streams {
+            s.wait(&all).map_err(cuda("ordering streams"))?;
         }
         // Chunk kernels run one block per chunk: launched per batch they would leave most of
         // the GPU idle, so they run once over all chunks after the last copy.
@@ -587,6 +613,12 @@ impl<'g> ColumnDecoder<'g> {
                 .filter(|g| g.kernel.kind == KernelKind::Chunk);
             self.launch_alternating(chunk, &streams)?;
         }
+        streams[0]
+            .join(&streams[1])
+            .map_err(cuda("ordering streams"))?;
+        self.done = streams[0]
+            .record_event(None)
+            .map_err(cuda("recording an event"))?;
         self.uploaded = true;
         Ok(())
     }
@@ -599,8 +631,18 @@ impl<'g> ColumnDecoder<'g> {
             return self.upload_and_decode();
         }
         let streams = self.gpu.streams.clone();
+        streams[0]
+            .wait(&self.done)
+            .map_err(cuda("ordering streams"))?;
         self.reset_error(&streams[0])?;
-        self.launch_alternating(self.groups.iter(), &streams)
+        self.launch_alternating(self.groups.iter(), &streams)?;
+        streams[0]
+            .join(&streams[1])
+            .map_err(cuda("ordering streams"))?;
+        self.done = streams[0]
+            .record_event(None)
+            .map_err(cuda("recording an event"))?;
+        Ok(())
     }
 
     /// Launches `groups` over all their chunks, the first on the first stream, the next on
@@ -622,7 +664,10 @@ impl<'g> ColumnDecoder<'g> {
 
     /// Waits for the decode and turns the kernels' error word into an error.
     pub fn finish(&self) -> Result<()> {
-        for s in &self.gpu.streams {
+        self.done
+            .synchronize()
+            .map_err(cuda("waiting for the decode"))?;
+        for s in self.gpu.streams.iter().chain([&self.gpu.copy]) {
             s.synchronize().map_err(cuda("waiting for the decode"))?;
         }
         let flags = self.gpu.streams[0]
@@ -696,8 +741,12 @@ impl<'g> ColumnDecoder<'g> {
             start
                 .record(&streams[0])
                 .map_err(cuda("recording an event"))?;
-            // The second stream starts after the first's start event.
+            // The second stream and the copies start after the first's start event.
             streams[1].wait(&start).map_err(cuda("ordering streams"))?;
+            self.gpu
+                .copy
+                .wait(&start)
+                .map_err(cuda("ordering streams"))?;
             run(self)?;
             // The end waits for both streams.
             let other = streams[1]

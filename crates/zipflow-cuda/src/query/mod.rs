@@ -357,12 +357,17 @@ struct Batch<'g> {
 }
 
 impl Batch<'_> {
-    /// Copies the batch's compressed bytes to the device and decodes them, waiting for the
-    /// decode (and reporting damaged chunks).
-    fn decode(&mut self, file: &zipflow_format::ZfFile) -> Result<()> {
+    /// Queues the copy of the batch's compressed bytes to the device and their decoding,
+    /// without waiting (see [`ColumnDecoder::upload_and_decode`]).
+    fn queue_decode(&mut self) -> Result<()> {
         for d in &mut self.decoders {
             d.upload_and_decode()?;
         }
+        Ok(())
+    }
+
+    /// Waits for the batch's decode and reports damaged chunks.
+    fn finish(&self, file: &zipflow_format::ZfFile) -> Result<()> {
         for d in &self.decoders {
             d.finish().map_err(|e| e.in_file(file.path()))?;
         }
@@ -407,9 +412,9 @@ impl PreparedQuery<'_> {
     pub fn decode(&mut self) -> Result<()> {
         let file = self.table.file();
         for batch in &mut self.batches {
-            batch.decode(file)?;
+            batch.queue_decode()?;
         }
-        Ok(())
+        self.batches.iter().try_for_each(|b| b.finish(file))
     }
 
     /// Runs query `q` (the one the [`GpuQuery`] was made for) and finishes it on the host.
@@ -434,11 +439,14 @@ impl PreparedQuery<'_> {
             .map_err(cuda("clearing the error word"))?;
         let sms = u32::try_from(gpu.info().multiprocessors.max(1)).unwrap_or(1);
         let chunk_rows = file.chunk_rows().max(1);
+        // Every batch's copies and decode kernels are queued at once: the copies run back to
+        // back on the copy stream while the kernels decode and query what has arrived.
         for batch in &mut self.batches {
-            batch.decode(file)?;
+            batch.queue_decode()?;
             if batch.rows == 0 {
                 continue;
             }
+            // The decoders finish on the first stream, which the query kernel then follows.
             let blocks = batch
                 .rows
                 .div_ceil(u64::from(QUERY_THREADS))
@@ -468,6 +476,8 @@ impl PreparedQuery<'_> {
             // code maps in the kernel, so accumulator writes stay within `groups` groups.
             unsafe { b.launch(cfg) }.map_err(cuda("launching the query kernel"))?;
         }
+        // A damaged chunk is reported as such before anything the query kernel made of it.
+        self.batches.iter().try_for_each(|b| b.finish(file))?;
         let flags = stream
             .clone_dtoh(&self.err)
             .map_err(cuda("reading the error word"))?;
