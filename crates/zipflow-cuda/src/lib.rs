@@ -1,4 +1,4 @@
-//! zipflow on NVIDIA GPUs: decode compressed columns on the device.
+//! zipflow on NVIDIA GPUs: decode compressed columns on the device, and encode text there.
 //!
 //! For each plan shape among a column's chunks (the tree of primitives and types, without
 //! parameters), [`codegen`] writes one CUDA C kernel that decodes a chunk's streams in
@@ -9,7 +9,8 @@
 //!
 //! [`ops`] holds one module per GPU op (its descriptor slots, its host fill and the CUDA it
 //! emits) and maps encoding ids to ops; [`arrow`] turns GPU-decoded columns into Arrow
-//! record batches.
+//! record batches. [`encode`] writes `chardict16` and `chartable` nodes from bytes in device
+//! memory, equal byte for byte to the CPU encoder's.
 //!
 //! `cudarc` loads the CUDA driver and NVRTC dynamically, so this crate builds and its tests
 //! run on machines without CUDA; [`Gpu::open`] then fails with `no usable GPU: <why>`.
@@ -38,6 +39,7 @@ pub mod cache;
 pub mod codegen;
 pub mod decode;
 pub mod device;
+pub mod encode;
 pub mod ops;
 pub mod query;
 pub mod shape;

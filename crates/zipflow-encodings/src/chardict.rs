@@ -135,7 +135,7 @@ impl CharCode {
     }
 
     /// Code of every byte: the code's bits in the low 16 bits, its length above them.
-    pub(crate) fn encoder(&self) -> [u32; 256] {
+    pub fn encoder(&self) -> [u32; 256] {
         let esc = self.escape_bits();
         let mut e: [u32; 256] = std::array::from_fn(|b| b as u32 | (esc << 16));
         for (t, (chars, len)) in self.tiers().enumerate() {

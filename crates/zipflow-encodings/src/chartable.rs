@@ -102,7 +102,7 @@ impl SwitchCost {
 
 /// The announcement of table `t` after table `prev` (`None` for the first block): bits and
 /// their count.
-fn announcement(ntables: usize, prev: Option<usize>, t: usize) -> (u32, u32) {
+pub fn announcement(ntables: usize, prev: Option<usize>, t: usize) -> (u32, u32) {
     match prev {
         _ if ntables <= 1 => (0, 0),
         None => (t as u32, id_bits(ntables)),

@@ -33,6 +33,9 @@ pub enum Suite {
     /// Every TPC-H lineitem column decoded on the GPU beside nvCOMP 6.0 on the same rows
     /// (`--nvcomp`), and fused nested plans against one kernel per primitive, in one run.
     Gpu(super::bench_gpu::Args),
+    /// `chardict16` and `chartable` encoding text on the GPU beside the CPU encoder on all
+    /// cores, with the GPU's bytes checked against the CPU's.
+    GpuEncode(super::bench_gpu_encode::Args),
     /// The real-data suite (`python3 scripts/real_data.py DIR` fetches it) and TPC-H's other
     /// tables: sizes against Parquet+zstd(3) and snappy, decode speed, bit-exact round trips.
     Real(super::bench_real::Args),
@@ -51,6 +54,7 @@ pub fn run(a: Args) -> Result<()> {
         Suite::SumCurve(a) => super::raster::bench_sum_curve(a),
         Suite::Gpu(a) => super::bench_gpu::run(a),
         Suite::Real(a) => super::bench_real::run(a),
+        Suite::GpuEncode(a) => super::bench_gpu_encode::run(a),
         Suite::Chart(a) => super::bench_chart::run(a),
     }
 }

@@ -151,7 +151,8 @@ fn mbs(n: usize, secs: f64) -> f64 {
 }
 
 /// The file's bytes, unpacked first if it ends in .bz2.
-fn load(path: &Path) -> Result<Vec<u8>> {
+/// The bytes of `path`, unpacked with `bzip2 -dc` when it is a .bz2 file.
+pub(crate) fn load(path: &Path) -> Result<Vec<u8>> {
     if path.extension().is_some_and(|e| e == "bz2") {
         let out = Command::new("bzip2")
             .arg("-dc")

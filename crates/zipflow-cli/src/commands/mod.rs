@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_chart;
 pub mod bench_df;
 pub mod bench_gpu;
+pub mod bench_gpu_encode;
 pub mod bench_real;
 pub mod bench_selection;
 pub mod bench_text;
