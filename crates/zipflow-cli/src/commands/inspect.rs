@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use zipflow_core::ColumnType;
 use zipflow_core::stats::Scalar;
+use zipflow_core::types::TimeUnit;
 use zipflow_encodings::NodeView;
 use zipflow_format::ZfFile;
 
@@ -66,7 +67,8 @@ fn min_scalar(a: Option<Scalar>, b: Option<&Scalar>, less: bool) -> Option<Scala
     }
 }
 
-/// A zone-map value as the column's type reads: decimals with their point, dates as dates.
+/// A zone-map value as the column's type reads: decimals with their point, dates as dates,
+/// timestamps as UTC date and time.
 fn show(ty: ColumnType, s: Option<&Scalar>) -> String {
     match (ty, s) {
         (_, None) => "-".to_string(),
@@ -77,9 +79,35 @@ fn show(ty: ColumnType, s: Option<&Scalar>) -> String {
             format!("{sign}{}.{:0w$}", (v / p).abs(), (v % p).abs())
         }
         (ColumnType::Date32, Some(Scalar::Int(v))) => civil_date(*v as i64),
+        (ColumnType::Timestamp(unit), Some(Scalar::Int(v))) => utc_time(*v as i64, unit),
         (ColumnType::Bool, Some(Scalar::Int(v))) => (*v != 0).to_string(),
         (_, Some(s)) => s.to_string(),
     }
+}
+
+/// A count of `unit` since the epoch as `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, the fraction as
+/// many digits as the unit has, shown when not zero.
+fn utc_time(v: i64, unit: TimeUnit) -> String {
+    let (per_second, digits) = match unit {
+        TimeUnit::Second => (1, 0),
+        TimeUnit::Millisecond => (1_000, 3),
+        TimeUnit::Microsecond => (1_000_000, 6),
+        TimeUnit::Nanosecond => (1_000_000_000, 9),
+    };
+    let (secs, frac) = (v.div_euclid(per_second), v.rem_euclid(per_second));
+    let (days, s) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let fraction = if frac == 0 {
+        String::new()
+    } else {
+        format!(".{frac:0digits$}")
+    };
+    format!(
+        "{}T{:02}:{:02}:{:02}{fraction}Z",
+        civil_date(days),
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
 }
 
 /// Days since 1970-01-01 as YYYY-MM-DD (proleptic Gregorian).
@@ -302,5 +330,13 @@ mod tests {
             "1969-12-31"
         );
         assert_eq!(show(ColumnType::Bool, None), "-");
+        let ts = |u, v| show(ColumnType::Timestamp(u), Some(&Scalar::Int(v)));
+        assert_eq!(ts(TimeUnit::Second, 1_704_103_200), "2024-01-01T10:00:00Z");
+        assert_eq!(ts(TimeUnit::Millisecond, -1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(
+            ts(TimeUnit::Microsecond, 1_500_000),
+            "1970-01-01T00:00:01.500000Z"
+        );
+        assert_eq!(ts(TimeUnit::Nanosecond, 0), "1970-01-01T00:00:00Z");
     }
 }
