@@ -225,13 +225,25 @@ pub fn encode_selection(values: &Values, selection: Selection) -> Result<(Plan, 
 }
 
 /// Chooses among `plans` for `values` (sampled as text if `text`) and encodes them with the
-/// winner.
+/// winner: the smallest of the [`VERIFY`] best by the sample's estimate, encoded whole.
 pub fn choose_among_and_encode(
     values: &Values,
     plans: &[Plan],
     text: bool,
 ) -> Result<(Plan, EncodedNode)> {
-    encode_best(values, rank_among(values, plans, text))
+    let ranked = rank_among(values, plans, text);
+    let mut best: Option<(Plan, EncodedNode)> = None;
+    for (plan, _) in ranked.iter().take(VERIFY) {
+        if let Ok(node) = encode(plan, values)
+            && best.as_ref().is_none_or(|(_, b)| node.size() < b.size())
+        {
+            best = Some((plan.clone(), node));
+        }
+    }
+    match best {
+        Some(best) => Ok(best),
+        None => encode_best(values, ranked.into_iter().skip(VERIFY).collect()),
+    }
 }
 
 fn encode_best(values: &Values, ranked: Vec<(Plan, usize)>) -> Result<(Plan, EncodedNode)> {
