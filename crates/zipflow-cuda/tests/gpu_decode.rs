@@ -7,7 +7,7 @@
 //! the minimum count of checked streams is then not asserted).
 
 mod common;
-use common::gpu;
+use common::{gpu, rng};
 
 use zipflow_core::values::ByteStrings;
 use zipflow_core::{Error, Int, IntVec, PType, Plan, Result, Values, with_int_ptype};
@@ -19,17 +19,6 @@ use zipflow_encodings::{NodeView, decode_bytes, encode};
 fn plan_filter() -> Option<Vec<String>> {
     let v = std::env::var("ZIPFLOW_GPU_PLANS").ok()?;
     Some(v.split(',').map(|w| w.trim().to_string()).collect())
-}
-
-/// A small deterministic generator (xorshift64*).
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    move || {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
 }
 
 /// Edge-case streams of one integer type.

@@ -7,23 +7,12 @@
 //! a missing GPU fails them.
 
 mod common;
-use common::gpu;
+use common::{gpu, rng};
 
 use zipflow_core::{IntVec, Plan, Result, Values};
 use zipflow_cuda::Gpu;
 use zipflow_cuda::encode::{TableChoice, TextCoder, encode_text, encode_text_on_device};
 use zipflow_encodings::{EncodedNode, NodeView, chardict, decode_bytes, encode};
-
-/// A small deterministic generator (xorshift64*).
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    move || {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
 
 /// English-like text: words from a fixed list drawn by a seeded generator, some commas and
 /// line breaks.

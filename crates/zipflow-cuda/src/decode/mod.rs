@@ -215,6 +215,16 @@ impl std::fmt::Debug for ColumnDecoder<'_> {
     }
 }
 
+/// An event behind everything queued on both kernel streams so far.
+fn behind_both(streams: &[Arc<CudaStream>; 2]) -> Result<CudaEvent> {
+    streams[0]
+        .join(&streams[1])
+        .map_err(cuda("ordering streams"))?;
+    streams[0]
+        .record_event(None)
+        .map_err(cuda("recording an event"))
+}
+
 impl<'g> ColumnDecoder<'g> {
     /// Prepares column `column` of `file`: checksums and parses every chunk's values tree
     /// (validity stays on the host, see [`crate`]).
@@ -613,12 +623,7 @@ impl<'g> ColumnDecoder<'g> {
                 .filter(|g| g.kernel.kind == KernelKind::Chunk);
             self.launch_alternating(chunk, &streams)?;
         }
-        streams[0]
-            .join(&streams[1])
-            .map_err(cuda("ordering streams"))?;
-        self.done = streams[0]
-            .record_event(None)
-            .map_err(cuda("recording an event"))?;
+        self.done = behind_both(&streams)?;
         self.uploaded = true;
         Ok(())
     }
@@ -636,12 +641,7 @@ impl<'g> ColumnDecoder<'g> {
             .map_err(cuda("ordering streams"))?;
         self.reset_error(&streams[0])?;
         self.launch_alternating(self.groups.iter(), &streams)?;
-        streams[0]
-            .join(&streams[1])
-            .map_err(cuda("ordering streams"))?;
-        self.done = streams[0]
-            .record_event(None)
-            .map_err(cuda("recording an event"))?;
+        self.done = behind_both(&streams)?;
         Ok(())
     }
 

@@ -14,3 +14,15 @@ pub fn gpu(test: &str) -> Option<Gpu> {
         }
     }
 }
+
+/// A small deterministic generator (xorshift64*).
+#[allow(dead_code)] // Not every test file that shares this module draws numbers.
+pub fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
