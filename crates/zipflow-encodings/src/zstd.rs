@@ -13,7 +13,7 @@
 
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Scratch, Slot};
-use zipflow_core::{Error, IntVec, PType, Plan, Result, Values, match_ints};
+use zipflow_core::{Error, PType, Plan, Result, Values, match_ints};
 
 /// `zstd` / `zstd(level)`.
 pub struct Zstd;
@@ -129,14 +129,7 @@ impl Encoding for Zstd {
             Ok(())
         }
         match out {
-            Values::Int(IntVec::U8(o)) => fill(o, n, frame, corrupt),
-            Values::Int(IntVec::I8(o)) => fill(o, n, frame, corrupt),
-            Values::Int(IntVec::U16(o)) => fill(o, n, frame, corrupt),
-            Values::Int(IntVec::I16(o)) => fill(o, n, frame, corrupt),
-            Values::Int(IntVec::U32(o)) => fill(o, n, frame, corrupt),
-            Values::Int(IntVec::I32(o)) => fill(o, n, frame, corrupt),
-            Values::Int(IntVec::U64(o)) => fill(o, n, frame, corrupt),
-            Values::Int(IntVec::I64(o)) => fill(o, n, frame, corrupt),
+            Values::Int(o) => match_ints!(o, _T, o => fill(o, n, frame, corrupt)),
             Values::F32(o) => fill(o, n, frame, corrupt),
             Values::F64(o) => fill(o, n, frame, corrupt),
             Values::Bytes(_) => Err(Error::corrupt("zstd node for byte strings")),
@@ -170,6 +163,7 @@ pub const DESCRIPTOR: crate::Descriptor = crate::Descriptor {
 mod tests {
     use super::*;
     use crate::{decode_bytes, encode};
+    use zipflow_core::IntVec;
 
     fn round_trip(plan: &str, v: Values) -> Result<usize> {
         let node = encode(&plan.parse()?, &v)?;

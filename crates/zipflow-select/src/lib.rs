@@ -188,29 +188,25 @@ pub fn choose_with(
 
 /// Encodes `values` with the best plan of `selection` that can encode them (a plan may fit
 /// the sample and not the whole stream); storing the values as they are ([`RAW`]) as the last
-/// resort.
-/// The best few candidates are encoded on the whole stream and judged by their real sizes
-/// (see [`VERIFY`]).
+/// resort. The best few candidates are encoded on the whole stream and judged by their real
+/// sizes (see [`VERIFY`]).
 pub fn encode_selection(values: &Values, selection: Selection) -> Result<(Plan, EncodedNode)> {
-    let objective = selection.objective;
-    let mut tried: Vec<(Candidate, EncodedNode)> = Vec::new();
-    for c in selection.ranked.iter().take(VERIFY) {
-        if let Ok(node) = encode(&c.plan, values) {
-            let mut c = c.clone();
-            c.size = node.size();
-            tried.push((c, node));
-        }
-    }
-    if !tried.is_empty() {
-        let mut judged: Vec<Candidate> = tried.iter().map(|(c, _)| c.clone()).collect();
-        rank_by(&mut judged, objective);
-        let best = tried
+    let mut tried: Vec<(Candidate, EncodedNode)> =
+        encode_first(values, selection.ranked.iter().map(|c| &c.plan))
             .into_iter()
-            .find(|(c, _)| c.plan == judged[0].plan)
-            .map(|(c, node)| (c.plan, node));
-        if let Some(best) = best {
-            return Ok(best);
-        }
+            .map(|(i, node)| {
+                let mut c = selection.ranked[i].clone();
+                c.size = node.size();
+                (c, node)
+            })
+            .collect();
+    let mut judged: Vec<Candidate> = tried.iter().map(|(c, _)| c.clone()).collect();
+    rank_by(&mut judged, selection.objective);
+    if let Some(best) = judged.first()
+        && let Some(i) = tried.iter().position(|(c, _)| c.plan == best.plan)
+    {
+        let (c, node) = tried.swap_remove(i);
+        return Ok((c.plan, node));
     }
     let mut ranked: Vec<(Plan, usize)> = selection
         .ranked
@@ -224,6 +220,19 @@ pub fn encode_selection(values: &Values, selection: Selection) -> Result<(Plan, 
     encode_best(values, ranked)
 }
 
+/// The first [`VERIFY`] of `plans` encoded on the whole of `values`: each one that can encode
+/// them, by its position, with its node.
+fn encode_first<'p>(
+    values: &Values,
+    plans: impl Iterator<Item = &'p Plan>,
+) -> Vec<(usize, EncodedNode)> {
+    plans
+        .take(VERIFY)
+        .enumerate()
+        .filter_map(|(i, p)| encode(p, values).ok().map(|node| (i, node)))
+        .collect()
+}
+
 /// Chooses among `plans` for `values` (sampled as text if `text`) and encodes them with the
 /// winner: the smallest of the [`VERIFY`] best by the sample's estimate, encoded whole.
 pub fn choose_among_and_encode(
@@ -232,14 +241,11 @@ pub fn choose_among_and_encode(
     text: bool,
 ) -> Result<(Plan, EncodedNode)> {
     let ranked = rank_among(values, plans, text);
-    let mut best: Option<(Plan, EncodedNode)> = None;
-    for (plan, _) in ranked.iter().take(VERIFY) {
-        if let Ok(node) = encode(plan, values)
-            && best.as_ref().is_none_or(|(_, b)| node.size() < b.size())
-        {
-            best = Some((plan.clone(), node));
-        }
-    }
+    // The first of equally small ones, as the ranking had them.
+    let best = encode_first(values, ranked.iter().map(|(p, _)| p))
+        .into_iter()
+        .min_by_key(|(_, node)| node.size())
+        .map(|(i, node)| (ranked[i].0.clone(), node));
     match best {
         Some(best) => Ok(best),
         None => encode_best(values, ranked.into_iter().skip(VERIFY).collect()),

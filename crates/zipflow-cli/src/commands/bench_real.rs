@@ -86,7 +86,8 @@ pub fn run(a: Args) -> Result<()> {
     if !(0.0..=10.0).contains(&a.tpch_sf) || a.chunk_rows < 1024 {
         bail!("--tpch-sf must be in [0, 10] and --chunk-rows at least 1024");
     }
-    let mut names = suite_names(&a)?;
+    let manifest = read_manifest(&a.dir)?;
+    let mut names = suite_names(&a, &manifest)?;
     if !a.tables.is_empty() {
         let unknown: Vec<&String> = a.tables.iter().filter(|t| !names.contains(t)).collect();
         if let Some(t) = unknown.first() {
@@ -94,7 +95,6 @@ pub fn run(a: Args) -> Result<()> {
         }
         names.retain(|n| a.tables.contains(n));
     }
-    let manifest = read_manifest(&a.dir)?;
     let work = tempfile::tempdir().context("creating a scratch directory")?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
 
@@ -161,8 +161,8 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 /// The suite's tables: every manifest entry, then the TPC-H tables.
-fn suite_names(a: &Args) -> Result<Vec<String>> {
-    let mut names: Vec<String> = read_manifest(&a.dir)?.into_keys().collect();
+fn suite_names(a: &Args, manifest: &Manifest) -> Result<Vec<String>> {
+    let mut names: Vec<String> = manifest.keys().cloned().collect();
     if names.is_empty() && a.tpch_sf == 0.0 {
         bail!(
             "{}: no manifest.tsv, and --tpch-sf 0 leaves out TPC-H: fetch the suite with \
@@ -191,7 +191,10 @@ fn suite_names(a: &Args) -> Result<Vec<String>> {
 }
 
 /// Manifest rows by table name: origin and pyarrow's zstd(3) and snappy sizes.
-fn read_manifest(dir: &Path) -> Result<BTreeMap<String, (String, u64, u64)>> {
+type Manifest = BTreeMap<String, (String, u64, u64)>;
+
+/// The suite's manifest, empty when there is none.
+fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join("manifest.tsv");
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(BTreeMap::new());
@@ -293,13 +296,15 @@ fn measure(a: &Args, s: &Source, dir: &Path, pool: &rayon::ThreadPool) -> Result
         })
     })?;
     let mut mismatches = Vec::new();
+    let wanted = (0..schema.fields().len())
+        .map(|i| concat(s.batches.iter().map(|b| b.column(i).clone())))
+        .collect::<Result<Vec<_>>>()?;
     for o in &a.objectives {
         let f = ZfFile::open(zf_path(dir, &s.name, o))?;
         let back = f.batches().collect::<zipflow_core::Result<Vec<_>>>()?;
-        for (i, field) in schema.fields().iter().enumerate() {
-            let want = concat(s.batches.iter().map(|b| b.column(i).clone()))?;
+        for (i, (field, want)) in schema.fields().iter().zip(&wanted).enumerate() {
             let got = concat(back.iter().map(|b| b.column(i).clone()))?;
-            if let Err(why) = same_bits(&want, &got) {
+            if let Err(why) = same_bits(want, &got) {
                 mismatches.push(format!("{o} `{}`: {why}", field.name()));
             }
         }

@@ -664,9 +664,6 @@ impl<'g> ColumnDecoder<'g> {
 
     /// Waits for the decode and turns the kernels' error word into an error.
     pub fn finish(&self) -> Result<()> {
-        self.done
-            .synchronize()
-            .map_err(cuda("waiting for the decode"))?;
         for s in self.gpu.streams.iter().chain([&self.gpu.copy]) {
             s.synchronize().map_err(cuda("waiting for the decode"))?;
         }
