@@ -119,6 +119,18 @@ impl Encoding for Dict {
         result
     }
 
+    fn extrapolate_split(
+        &self,
+        split: &Split,
+        scale: f64,
+        distinct: f64,
+    ) -> Option<Vec<(Values, f64)>> {
+        match &split.children[..] {
+            [codes, dict] => Some(extrapolated(codes, dict, scale, distinct)),
+            _ => None,
+        }
+    }
+
     fn split(&self, plan: &Plan, input: &Values) -> Option<Result<Rc<Split>>> {
         // A fixed overhead on top of the children.
         crate::memo::split_ints("dict", plan, input, |v| {
@@ -129,6 +141,27 @@ impl Encoding for Dict {
             })
         })
     }
+}
+
+/// A sample's codes and dictionary standing for a whole stream with `distinct` times as many
+/// distinct values (at most `scale` times the sample's length, at least the sample's): each
+/// code spread over the larger dictionary, in the code type that indexes it, so that a codes
+/// plan is judged at the width it will have; the dictionary grows by the same factor.
+fn extrapolated(codes: &Values, dict: &Values, scale: f64, distinct: f64) -> Vec<(Values, f64)> {
+    let d = dict.len().max(1) as f64;
+    let full = (d * distinct).min(codes.len() as f64 * scale).max(d);
+    let grow = full / d;
+    let Values::Int(c) = codes else {
+        return vec![(codes.clone(), scale), (dict.clone(), grow)];
+    };
+    let spread: Vec<u64> =
+        match_ints!(c, T, x => x.iter().map(|&v| (v.to_u64() as f64 * grow) as u64).collect());
+    let wide: IntVec = match code_type(full.ceil() as usize) {
+        PType::U8 => IntVec::U8(spread.iter().map(|&x| x as u8).collect()),
+        PType::U16 => IntVec::U16(spread.iter().map(|&x| x as u16).collect()),
+        _ => IntVec::U32(spread.iter().map(|&x| x as u32).collect()),
+    };
+    vec![(Values::Int(wide), scale), (dict.clone(), grow)]
 }
 
 /// The codes and dictionary streams of `v`.

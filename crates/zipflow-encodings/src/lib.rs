@@ -176,6 +176,21 @@ pub trait Encoding: Send + Sync + 'static {
         let _ = (plan, input);
         None
     }
+    /// A [`split`](Encoding::split) of a sample made to stand for the split of the whole
+    /// stream it was drawn from: each child stream as a search should estimate it, with how
+    /// many times longer it is on the whole stream. The whole stream is `scale` times as long
+    /// as the sample and holds `distinct` times as many distinct values. `None` where every
+    /// child grows with the stream as sampled (most primitives); a dictionary's entries grow
+    /// with the distinct values instead, and its codes widen to index them all.
+    fn extrapolate_split(
+        &self,
+        split: &Split,
+        scale: f64,
+        distinct: f64,
+    ) -> Option<Vec<(Values, f64)>> {
+        let _ = (split, scale, distinct);
+        None
+    }
     /// Predicted encoded size in bytes. The default adds the children's estimates to the
     /// node's own bytes where the node [`split`](Encoding::split)s, and otherwise encodes and
     /// measures, which is exact; leaves override it with something cheaper where they can

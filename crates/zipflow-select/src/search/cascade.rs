@@ -41,7 +41,14 @@ pub(super) fn by_streams(
         // type.
         let direct = leaves_for(sample.ptype());
         for leaf in &direct {
-            roots.extend(leaf_sub(sample, shape, leaf, false, scorer));
+            let at = Stream {
+                shape,
+                side: false,
+                place: scorer.top(),
+                scale: scorer.scale,
+                distinct: scorer.distinct,
+            };
+            roots.extend(leaf_sub(sample, at, leaf, scorer));
         }
         if let Some(change) = type_change(sample.ptype())
             && let Some(Ok(split)) = zipflow_encodings::split(&Plan::new(change.name()), sample)
@@ -56,6 +63,8 @@ pub(super) fn by_streams(
                 shape: child,
                 side: false,
                 place: change.gpu().child_place(scorer.top(), THEN),
+                scale: scorer.scale,
+                distinct: scorer.distinct,
             };
             for sub in forms(stream, at, room, key, scorer, &direct) {
                 roots.push(Sub {
@@ -70,6 +79,8 @@ pub(super) fn by_streams(
             shape,
             side: false,
             place: scorer.top(),
+            scale: scorer.scale,
+            distinct: scorer.distinct,
         };
         roots = forms(sample, at, room, key, scorer, &[]);
     }
@@ -99,6 +110,11 @@ struct Stream {
     /// Where its plan sits, for what the GPU decodes at full speed there (see
     /// [`gpu_parallel`](super::gpu_parallel)).
     place: GpuPlace,
+    /// How many times longer the stream is on the whole chunk than in the sample.
+    scale: f64,
+    /// How many times as many distinct values the stream holds on the whole chunk as in the
+    /// sample, where known (counted on the column; carried through transforms unchanged).
+    distinct: Option<f64>,
 }
 
 /// Every form for `stream` with room for `room` primitives, leaves but those in `skip`, each
@@ -128,10 +144,20 @@ fn forms(
         scorer.forms_scored += 1;
         let mut sub = Sub {
             plan: Plan::new(name),
-            size: extrapolate(split.own, 1, scorer.scale),
+            size: extrapolate(split.own, 1, at.scale),
             ns: scorer.options.costs.own_ns(name, at.shape),
         };
-        for (slot, child) in enc.slots().iter().zip(&split.children) {
+        // What each child stream stands for on the whole chunk: grown with the stream, or as
+        // the primitive says (a dictionary grows with the distinct values).
+        // (The sample's own streams are passed as they are: the split memo knows them.)
+        let grown = at
+            .distinct
+            .and_then(|d| enc.extrapolate_split(&split, at.scale, d));
+        let children: Vec<(&Values, f64)> = match &grown {
+            Some(g) => g.iter().map(|(c, s)| (c, *s)).collect(),
+            None => split.children.iter().map(|c| (c, at.scale)).collect(),
+        };
+        for (slot, &(child, scale)) in enc.slots().iter().zip(&children) {
             let side = at.side || side_slot(enc, slot.name);
             // A handful of sampled values (a sample's two exception counts) cannot tell
             // whether a leaf that needs every value alike fits the whole chunk.
@@ -144,6 +170,8 @@ fn forms(
                 shape: enc.child_shape(slot.name, at.shape),
                 side,
                 place: enc.gpu().child_place(at.place, slot.name),
+                scale,
+                distinct: at.distinct,
             };
             let best = forms(child, child_at, room - 1, key, scorer, &skip)
                 .into_iter()
@@ -189,7 +217,7 @@ fn leaf_forms(stream: &Values, at: Stream, scorer: &mut Scorer<'_>, skip: &[&str
         .collect();
     leaves
         .into_iter()
-        .filter_map(|l| leaf_sub(stream, at.shape, l, at.side, scorer))
+        .filter_map(|l| leaf_sub(stream, at, l, scorer))
         .collect()
 }
 
@@ -216,19 +244,14 @@ fn repeated(stream: &Values, n: usize) -> Values {
 }
 
 /// Leaf `name` on `stream`, if it can encode it.
-fn leaf_sub(
-    stream: &Values,
-    shape: Shape,
-    name: &str,
-    side: bool,
-    scorer: &mut Scorer<'_>,
-) -> Option<Sub> {
+fn leaf_sub(stream: &Values, at: Stream, name: &str, scorer: &mut Scorer<'_>) -> Option<Sub> {
+    let (shape, side) = (at.shape, at.side);
     if !scorer.allows(name) {
         return None;
     }
     let plan = Plan::new(name);
     scorer.forms_scored += 1;
-    let full = (stream.len() as f64 * scorer.scale).round() as usize;
+    let full = (stream.len() as f64 * at.scale).round() as usize;
     let size = if side && stream.len() < VECTOR_LEN && full > stream.len() {
         // A short exception stream grows with the chunk, but its padding to whole vectors
         // does not: estimate it repeated to its expected length. (Not a dictionary, whose
@@ -236,7 +259,7 @@ fn leaf_sub(
         let n = full.min(MAX_REPEAT);
         estimate(&plan, &repeated(stream, n)).ok()? as f64 * (full as f64 / n as f64)
     } else {
-        extrapolate(estimate(&plan, stream).ok()?, 1, scorer.scale)
+        extrapolate(estimate(&plan, stream).ok()?, 1, at.scale)
     };
     Some(Sub {
         ns: scorer.options.costs.decode_ns(&plan, shape),

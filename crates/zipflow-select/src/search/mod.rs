@@ -82,7 +82,12 @@ fn select_at(values: &Values, text: bool, options: &SelectOptions, nested: bool)
     } else if let Some(key) = additive_key(options.objective) {
         let mut roots = by_streams(&mut scorer, f, options.depth, key);
         if options.objective == Objective::Balanced {
-            roots = entropy_by_margin(roots, &mut scorer, f, options.depth, key);
+            let margin = if nested {
+                BALANCED_ENTROPY_MARGIN
+            } else {
+                margin_for(values.len())
+            };
+            roots = entropy_by_margin(roots, &mut scorer, f, options.depth, key, margin);
         }
         return Selection {
             objective: options.objective,
@@ -123,14 +128,26 @@ fn select_at(values: &Values, text: bool, options: &SelectOptions, nested: bool)
 /// reads it packed, so a small saving does not pay for what a query loses.
 pub const BALANCED_ENTROPY_MARGIN: f64 = 0.2;
 
+/// Values over which the whole [`BALANCED_ENTROPY_MARGIN`] is asked: a full chunk at the
+/// default `--chunk-rows`.
+pub const MARGIN_VALUES: usize = 1 << 16;
+
+/// The margin asked of a chunk of `len` values: what a scan loses to an entropy coder grows
+/// with the values it reads, so a short chunk (a small table, a table's last chunk), whose
+/// cost is mostly fixed per chunk, asks for that share of the margin.
+pub fn margin_for(len: usize) -> f64 {
+    BALANCED_ENTROPY_MARGIN * (len as f64 / MARGIN_VALUES as f64).min(1.0)
+}
+
 /// The cascade's `roots` (found with entropy coders allowed), or the best plans without
-/// entropy coders where those come within [`BALANCED_ENTROPY_MARGIN`] of the best.
+/// entropy coders where those come within `margin` (see [`margin_for`]) of the best.
 fn entropy_by_margin(
     roots: Vec<Candidate>,
     scorer: &mut Scorer<'_>,
     f: Family,
     depth: usize,
     (per_byte, per_ns): (f64, f64),
+    margin: f64,
 ) -> Vec<Candidate> {
     let weigh = |c: &Candidate| c.size as f64 * per_byte + c.decode_ns * per_ns;
     let entropy = |p: &zipflow_core::Plan| {
@@ -153,7 +170,7 @@ fn entropy_by_margin(
     let light = by_streams(scorer, f, depth, (per_byte, per_ns));
     scorer.entropy = true;
     match light.first() {
-        Some(l) if weigh(best) > weigh(l) * (1.0 - BALANCED_ENTROPY_MARGIN) => light,
+        Some(l) if weigh(best) > weigh(l) * (1.0 - margin) => light,
         _ => roots,
     }
 }

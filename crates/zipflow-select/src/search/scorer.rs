@@ -1,9 +1,9 @@
 //! Scoring plans on one sample: estimated size, extrapolated to the whole stream, and
 //! estimated decode time.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
-use zipflow_core::{Plan, Values};
+use zipflow_core::{Int, Plan, Values, match_ints};
 use zipflow_encodings::gpu::{decodes_at, gpu_parallel_at, is_gpu_parallel};
 use zipflow_encodings::{GpuPlace, Shape, estimate};
 
@@ -49,6 +49,24 @@ pub(super) struct Scorer<'a> {
     pub(super) nested: bool,
     /// Whether the cascade may end streams in entropy coders (where the objective allows).
     pub(super) entropy: bool,
+    /// How many times as many distinct values the whole stream holds as the sample (numbers
+    /// only, where the sample is shorter than the stream): a dictionary's size follows it.
+    pub(super) distinct: Option<f64>,
+}
+
+/// Distinct values of a numeric stream (floats by bits); `None` for byte strings.
+fn distinct(values: &Values) -> Option<usize> {
+    fn count<T: Copy>(v: &[T], key: impl Fn(T) -> u64) -> usize {
+        let mut seen =
+            FxHashSet::with_capacity_and_hasher(v.len().min(1 << 16), Default::default());
+        v.iter().filter(|&&x| seen.insert(key(x))).count()
+    }
+    match values {
+        Values::Int(v) => Some(match_ints!(v, T, x => count(x, |y: T| y.to_u64()))),
+        Values::F32(v) => Some(count(v, |y: f32| u64::from(y.to_bits()))),
+        Values::F64(v) => Some(count(v, f64::to_bits)),
+        Values::Bytes(_) => None,
+    }
 }
 
 impl<'a> Scorer<'a> {
@@ -68,6 +86,12 @@ impl<'a> Scorer<'a> {
             forms_scored: 0,
             nested: false,
             entropy: true,
+            distinct: match (distinct(values), distinct(sample)) {
+                (Some(whole), Some(part)) if values.len() > sample.len() && part > 0 => {
+                    Some(whole as f64 / part as f64)
+                }
+                _ => None,
+            },
         }
     }
 

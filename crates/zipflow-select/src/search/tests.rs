@@ -434,3 +434,53 @@ fn objectives_order_size_and_speed() {
     let any_fast = s.ranked.iter().any(|c| c.decode_gbs >= need);
     assert_eq!(b.decode_gbs >= need, any_fast);
 }
+
+#[test]
+fn a_short_chunk_asks_a_share_of_the_margin() {
+    assert!((margin_for(MARGIN_VALUES) - BALANCED_ENTROPY_MARGIN).abs() < 1e-12);
+    assert!((margin_for(4 * MARGIN_VALUES) - BALANCED_ENTROPY_MARGIN).abs() < 1e-12);
+    assert!(margin_for(MARGIN_VALUES / 10) < BALANCED_ENTROPY_MARGIN / 9.0);
+    assert!(margin_for(0) == 0.0);
+}
+
+#[test]
+fn a_dictionary_is_judged_by_the_whole_chunk_distinct_values() {
+    // 430 wide values, each in runs of 100: a sample of two 1,024-value runs sees about 21
+    // of them, so codes that look one byte wide there need nine bits on the whole chunk,
+    // and a dictionary that looks 21 entries long has 430.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let table: Vec<i64> = (0..430)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 8) as i64
+        })
+        .collect();
+    let v: Vec<i64> = (0..43_000)
+        .map(|i| {
+            let k = (i / 100) as u64;
+            table[(k.wrapping_mul(0x9e37_79b9) % 430) as usize]
+        })
+        .collect();
+    let values = Values::Int(IntVec::I64(v));
+    for objective in [Objective::Smallest, Objective::Balanced, Objective::Fastest] {
+        let options = SelectOptions {
+            objective,
+            ..SelectOptions::default()
+        };
+        let s = select(&values, false, &options);
+        let best = s.best().unwrap_or_else(|| panic!("no plan"));
+        let size = zipflow_encodings::encode(&best.plan, &values)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .size();
+        // Within a fifth of the estimate: the estimate saw the chunk's dictionary.
+        let (est, real) = (best.size as f64, size as f64);
+        assert!(
+            (real - est).abs() < est * 0.2 + 512.0,
+            "{objective}: {} estimated {est}, encoded {real}\n{}",
+            best.plan,
+            s.explain(4)
+        );
+    }
+}
