@@ -341,6 +341,11 @@ fn check_types(s: &Shape) -> Result<()> {
             PType::F32 => n == 1 && child(0) == Some(PType::I32),
             _ => false,
         },
+        Op::AlpRd => match s.ptype {
+            PType::F64 => n == 2 && child(0) == Some(PType::U16) && child(1) == Some(PType::U64),
+            PType::F32 => n == 2 && child(0) == Some(PType::U16) && child(1) == Some(PType::U32),
+            _ => false,
+        },
     };
     if !ok {
         let types: Vec<String> = s.children.iter().map(|c| c.ptype.to_string()).collect();

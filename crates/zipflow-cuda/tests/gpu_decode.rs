@@ -476,6 +476,16 @@ fn every_candidate_plan_matches_the_cpu() -> Result<()> {
                 extra.push(p.parse()?);
             }
         }
+        if ptype.is_float() {
+            for p in [
+                "alprd",
+                "alprd(left: plain, right: for | bitpack)",
+                "alprd(left: rle(values: plain, runs: plain), right: plain)",
+                "alprd(left: ans, right: bitpack)",
+            ] {
+                extra.push(p.parse()?);
+            }
+        }
         if ptype == PType::U8 {
             for p in ["chardict16", "chartable", "chartable(3)", "chartable(16)"] {
                 extra.push(p.parse()?);

@@ -184,6 +184,7 @@ mod tests {
             "hipatch",
             "radix",
             "float2int",
+            "alprd",
             "strdict",
             "words",
         ];

@@ -22,7 +22,8 @@
 //! [`delta`], [`rle`], [`dict`], [`constant`], [`patch`] (patched exceptions),
 //! [`hipatch`] (exceptions that keep their low bits, high bits and positions encoded),
 //! [`radix`] (values below a small base packed as the digits of 32-bit numbers),
-//! [`float2int`], [`ans`] (interleaved rANS entropy coder),
+//! [`float2int`], [`alprd`] (float bits split: a few distinct high parts, packed low bits),
+//! [`ans`] (interleaved rANS entropy coder),
 //! [`plain`], [`strdict`] (string dictionary), [`fsst`], [`chardict`] (`chardict16`, the
 //! published character-dictionary coder), [`chartable`] (character tables trained per text).
 //!
@@ -39,6 +40,7 @@
 //! there, and the metadata bytes are private to this crate. The file writer gets its plans
 //! from a [`PlanChooser`] ([`chooser`]), which the selector implements.
 
+pub mod alprd;
 pub mod ans;
 pub mod bitpack;
 pub mod blockpack;
@@ -245,6 +247,7 @@ static ENCODINGS: &[&dyn Encoding] = &[
     &rle::Rle,
     &dict::Dict,
     &float2int::FloatToInt,
+    &alprd::AlpRd,
     &strdict::StrDict,
     &words::Words,
     &fsst::Fsst,

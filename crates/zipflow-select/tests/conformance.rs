@@ -74,6 +74,9 @@ const EXTRA_FLOAT_PLANS: &[&str] = &[
     "float2int(2) | for | bitpack",
     "float2int(9) | zigzag | bitpack",
     "float2int | delta | for | bitpack",
+    "alprd",
+    "alprd(left: rle(values: plain, runs: plain), right: for | bitpack)",
+    "alprd(left: ans, right: plain)",
 ];
 
 fn plans_for(ptype: PType) -> Vec<Plan> {

@@ -231,9 +231,10 @@ fn every_primitive_has_its_code_path() {
         ),
         (
             "float2int | for | bitpack",
-            f,
+            f.clone(),
             "__longlong_as_double((long long)x)",
         ),
+        ("alprd", f, "__longlong_as_double((long long)bits)"),
     ];
     for (plan, values, needle) in cases {
         let k = generate(&shape_of(plan, &values)).unwrap_or_else(|e| panic!("{plan}: {e}"));

@@ -2,8 +2,8 @@
 //! slots by its op's `fill`.
 
 use super::{
-    Op, ans, bitpack, blockpack, chars, constant, delta, dict, float2int, frame, fsst, hipatch,
-    patch, plain, radix, rle, strdict, words, zigzag,
+    Op, alprd, ans, bitpack, blockpack, chars, constant, delta, dict, float2int, frame, fsst,
+    hipatch, patch, plain, radix, rle, strdict, words, zigzag,
 };
 use crate::codegen::Kernel;
 use zipflow_core::{Error, PType, Result};
@@ -79,6 +79,7 @@ impl Filler<'_> {
             Op::HiPatch => hipatch::fill(self, node, b)?,
             Op::Radix => radix::fill(self, node, slots)?,
             Op::FloatToInt => float2int::fill(self, node, b)?,
+            Op::AlpRd => alprd::fill(self, node, b)?,
             Op::Ans => ans::fill(self, node, b)?,
             Op::Fsst => fsst::fill(self, node, b)?,
             Op::CharDict | Op::CharTable => chars::fill(self, node, slots)?,

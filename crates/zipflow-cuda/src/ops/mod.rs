@@ -9,6 +9,7 @@
 //!
 //! [`Shape::width`]: crate::shape::Shape::width
 
+mod alprd;
 pub(crate) mod ans;
 pub(crate) mod bitpack;
 mod blockpack;
@@ -82,6 +83,8 @@ pub enum Op {
     Radix,
     /// `float2int`: decimal scaling with exceptions.
     FloatToInt,
+    /// `alprd`: float bits joined from a left and a right part.
+    AlpRd,
     /// `ans`: interleaved rANS, one warp per block.
     Ans,
     /// `fsst`: a byte stream as one-byte codes into a table of up to 8-byte symbols, in
@@ -116,6 +119,7 @@ impl Op {
             zipflow_encodings::hipatch::ID => Op::HiPatch,
             zipflow_encodings::radix::ID => Op::Radix,
             zipflow_encodings::float2int::ID => Op::FloatToInt,
+            zipflow_encodings::alprd::ID => Op::AlpRd,
             zipflow_encodings::ans::ID => Op::Ans,
             zipflow_encodings::fsst::ID => Op::Fsst,
             zipflow_encodings::chardict::ID => Op::CharDict,
@@ -148,6 +152,7 @@ impl Op {
             Op::HiPatch => "hipatch",
             Op::Radix => "radix",
             Op::FloatToInt => "float2int",
+            Op::AlpRd => "alprd",
             Op::Ans => "ans",
             Op::Fsst => "fsst",
             Op::CharDict => "chardict16",
@@ -204,6 +209,7 @@ impl Op {
             Op::HiPatch => hipatch::SLOTS,
             Op::Radix => radix::SLOTS,
             Op::FloatToInt => float2int::SLOTS,
+            Op::AlpRd => alprd::SLOTS,
             Op::Ans => ans::SLOTS,
             Op::Fsst => fsst::SLOTS,
             Op::CharDict | Op::CharTable => chars::SLOTS,
@@ -233,6 +239,7 @@ pub(crate) fn value(g: &mut Gen<'_>, k: usize) -> Result<String> {
         Op::BlockPack => blockpack::value(g, k),
         Op::For => frame::value(g, k),
         Op::ZigZag => zigzag::value(g, k),
+        Op::AlpRd => alprd::value(g, k),
         Op::Radix => radix::value(g, k),
         Op::Constant => constant::value(g, k),
         Op::Dict => dict::value(g, k),

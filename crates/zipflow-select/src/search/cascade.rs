@@ -9,7 +9,7 @@ use super::objective::rank_by;
 use super::scorer::{Scorer, extrapolate};
 use super::space::{
     Family, cascade_leaves, child_streams, entropy_coders, inner, leaves_for, side_slot,
-    slot_forms, string_roots, type_change,
+    slot_forms, split_changes, string_roots, type_change,
 };
 use super::{Candidate, Objective, SelectOptions, select_at};
 
@@ -74,6 +74,22 @@ pub(super) fn by_streams(
                 });
             }
         }
+        // Changes of type into several streams (`alprd`'s two parts), each stream with its
+        // best plan; a change that takes floats the objective does not allow is left out.
+        let at = Stream {
+            shape,
+            side: false,
+            place: scorer.top(),
+            scale: scorer.scale,
+            distinct: scorer.distinct,
+        };
+        for change in split_changes(sample.ptype()) {
+            if scorer.allows_at(change.name(), at.place)
+                && let Some(Ok(split)) = zipflow_encodings::split(&Plan::new(change.name()), sample)
+            {
+                roots.extend(compose(change, &split, at, room + 1, key, scorer));
+            }
+        }
     } else {
         let at = Stream {
             shape,
@@ -133,7 +149,7 @@ fn forms(
     if room < 2 || at.side {
         return out;
     }
-    'form: for enc in inner() {
+    for enc in inner() {
         let name = enc.name();
         if !scorer.allows_at(name, at.place) {
             continue;
@@ -141,49 +157,62 @@ fn forms(
         let Some(Ok(split)) = zipflow_encodings::split(&Plan::new(name), stream) else {
             continue;
         };
-        scorer.forms_scored += 1;
-        let mut sub = Sub {
-            plan: Plan::new(name),
-            size: extrapolate(split.own, 1, at.scale),
-            ns: scorer.options.costs.own_ns(name, at.shape),
-        };
-        // What each child stream stands for on the whole chunk: grown with the stream, or as
-        // the primitive says (a dictionary grows with the distinct values).
-        // (The sample's own streams are passed as they are: the split memo knows them.)
-        let grown = at
-            .distinct
-            .and_then(|d| enc.extrapolate_split(&split, at.scale, d));
-        let children: Vec<(&Values, f64)> = match &grown {
-            Some(g) => g.iter().map(|(c, s)| (c, *s)).collect(),
-            None => split.children.iter().map(|c| (c, at.scale)).collect(),
-        };
-        for (slot, &(child, scale)) in enc.slots().iter().zip(&children) {
-            let side = at.side || side_slot(enc, slot.name);
-            // A handful of sampled values (a sample's two exception counts) cannot tell
-            // whether a leaf that needs every value alike fits the whole chunk.
-            let skip = if side && child.len() < 8 {
-                uniform_leaves()
-            } else {
-                Vec::new()
-            };
-            let child_at = Stream {
-                shape: enc.child_shape(slot.name, at.shape),
-                side,
-                place: enc.gpu().child_place(at.place, slot.name),
-                scale,
-                distinct: at.distinct,
-            };
-            let best = forms(child, child_at, room - 1, key, scorer, &skip)
-                .into_iter()
-                .min_by(|a, b| weigh(a, key).total_cmp(&weigh(b, key)));
-            let Some(best) = best else { continue 'form };
-            sub.plan = sub.plan.child(slot.name, best.plan);
-            sub.size += best.size;
-            sub.ns += best.ns;
-        }
-        out.push(sub);
+        out.extend(compose(enc, &split, at, room, key, scorer));
     }
     out
+}
+
+/// Primitive `enc`, which split a stream at `at` into `split`, with the best plan for each of
+/// its child streams (`room - 1` primitives deep); `None` where a child stream has no plan.
+fn compose(
+    enc: &dyn zipflow_encodings::Encoding,
+    split: &zipflow_encodings::Split,
+    at: Stream,
+    room: usize,
+    key: (f64, f64),
+    scorer: &mut Scorer<'_>,
+) -> Option<Sub> {
+    let name = enc.name();
+    scorer.forms_scored += 1;
+    let mut sub = Sub {
+        plan: Plan::new(name),
+        size: extrapolate(split.own, 1, at.scale),
+        ns: scorer.options.costs.own_ns(name, at.shape),
+    };
+    // What each child stream stands for on the whole chunk: grown with the stream, or as
+    // the primitive says (a dictionary grows with the distinct values). (The sample's own
+    // streams are passed as they are: the split memo knows them.)
+    let grown = at
+        .distinct
+        .and_then(|d| enc.extrapolate_split(split, at.scale, d));
+    let children: Vec<(&Values, f64)> = match &grown {
+        Some(g) => g.iter().map(|(c, s)| (c, *s)).collect(),
+        None => split.children.iter().map(|c| (c, at.scale)).collect(),
+    };
+    for (slot, &(child, scale)) in enc.slots().iter().zip(&children) {
+        let side = at.side || side_slot(enc, slot.name);
+        // A handful of sampled values (a sample's two exception counts) cannot tell
+        // whether a leaf that needs every value alike fits the whole chunk.
+        let skip = if side && child.len() < 8 {
+            uniform_leaves()
+        } else {
+            Vec::new()
+        };
+        let child_at = Stream {
+            shape: enc.child_shape(slot.name, at.shape),
+            side,
+            place: enc.gpu().child_place(at.place, slot.name),
+            scale,
+            distinct: at.distinct,
+        };
+        let best = forms(child, child_at, room - 1, key, scorer, &skip)
+            .into_iter()
+            .min_by(|a, b| weigh(a, key).total_cmp(&weigh(b, key)))?;
+        sub.plan = sub.plan.child(slot.name, best.plan);
+        sub.size += best.size;
+        sub.ns += best.ns;
+    }
+    Some(sub)
 }
 
 /// The leaves the cascade tries on `stream`, but those in `skip`: every leaf, the leaves for

@@ -64,10 +64,23 @@ pub(super) fn side_slot(enc: &dyn Encoding, slot: &str) -> bool {
     side && !slot.is_empty()
 }
 
-/// The change of type that turns a stream of `ptype` into integers, if any
-/// ([`Role::TypeChange`]).
+/// The change of type that turns a stream of `ptype` into one stream of integers, if any
+/// ([`Role::TypeChange`] with a pipe child).
 pub(super) fn type_change(ptype: PType) -> Option<&'static dyn Encoding> {
-    having(|r| r == Role::TypeChange).find(|e| e.accepts(ptype))
+    having(|r| r == Role::TypeChange).find(|e| e.accepts(ptype) && piped(*e))
+}
+
+/// The changes of type that turn a stream of `ptype` into several streams of integers
+/// ([`Role::TypeChange`] with named slots), which the stream-by-stream cascade composes.
+pub(super) fn split_changes(ptype: PType) -> Vec<&'static dyn Encoding> {
+    having(|r| r == Role::TypeChange)
+        .filter(|e| e.accepts(ptype) && !piped(*e))
+        .collect()
+}
+
+/// Whether `enc`'s only child is its pipe child.
+fn piped(enc: &dyn Encoding) -> bool {
+    matches!(enc.slots(), [s] if s.name == zipflow_core::plan::THEN)
 }
 
 /// Whether primitive `name` is a change of type, which does not count towards the depth.
