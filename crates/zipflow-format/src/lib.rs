@@ -54,6 +54,7 @@
 pub mod arrow;
 pub mod cleanup;
 pub mod file;
+pub mod nulls;
 pub mod table;
 pub mod text;
 

@@ -410,8 +410,13 @@ fn encode_chunk(
     let (got, values, validity) = to_column(field, array.as_ref())?;
     debug_assert_eq!(got, ty);
     let stats = ChunkStats::compute(&values, validity.as_deref());
+    // Only the valid values go into the tree (`crate::nulls`).
+    let stored = match &validity {
+        Some(v) => std::borrow::Cow::Owned(crate::nulls::compact(&values, v)),
+        None => std::borrow::Cow::Borrowed(&values),
+    };
     let node = match plan {
-        Choice::Forced(p) => zipflow_encodings::encode(p, &values)?,
+        Choice::Forced(p) => zipflow_encodings::encode(p, &stored)?,
         Choice::Text | Choice::Auto => {
             let Some(column) = column else {
                 return Err(Error::invalid("no plan chooser for this column"));
@@ -420,9 +425,10 @@ fn encode_chunk(
             column
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .choose_and_encode(&values)?
+                .choose_and_encode(&stored)?
         }
     };
+    drop(stored);
     let (values_bytes, plan) = serialise(&node)?;
     let (validity, validity_plan) = match &validity {
         None => (None, String::new()),

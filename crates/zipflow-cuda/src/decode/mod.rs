@@ -276,7 +276,7 @@ impl<'g> ColumnDecoder<'g> {
         let mut trees = Vec::with_capacity(chunks.len());
         let mut sizes = Vec::with_capacity(chunks.len());
         for c in chunks {
-            let (values, cm) = values_tree(file, column, c)?;
+            let (values, cm) = decoded_tree(file, column, c)?;
             trees.push(values);
             // A string chunk's plain size is its bytes plus 4 per offset.
             sizes.push(cm.plain_bytes.saturating_sub(4 * (u64::from(cm.rows) + 1)));
@@ -903,6 +903,23 @@ pub(crate) fn values_tree(
         return Err(Error::corrupt("values tree outside the payload"));
     }
     payload.truncate(cm.values_len as usize);
+    Ok((payload, cm))
+}
+
+/// [`values_tree`] for a decoder, which places values by row: a chunk whose nulls are left
+/// out of its tree (`zipflow_format::nulls`) holds fewer values than rows, and is refused as
+/// unsupported, so that the caller reads it on the CPU.
+pub(crate) fn decoded_tree(
+    file: &ZfFile,
+    column: usize,
+    chunk: usize,
+) -> Result<(Payload<'_>, &zipflow_format::ChunkMeta)> {
+    let (payload, cm) = values_tree(file, column, chunk)?;
+    if cm.stats.null_count > 0 && NodeView::parse(&payload)?.len != cm.rows as usize {
+        return Err(Error::unsupported(
+            "a chunk that stores only its valid values (the GPU decoders place values by row)",
+        ));
+    }
     Ok((payload, cm))
 }
 

@@ -22,7 +22,7 @@ use zipflow_core::stats::Scalar;
 use zipflow_core::{Error, PType, Result, Values};
 use zipflow_encodings::{NodeView, Scratch};
 
-use crate::decode::{ColumnDecoder, values_tree};
+use crate::decode::{ColumnDecoder, decoded_tree};
 use crate::device::{Gpu, cuda};
 use kernel::{ERR_KEY, ERR_OVERFLOW, KeyMap, QUERY_KERNEL, QUERY_THREADS, QueryLayout};
 
@@ -223,7 +223,7 @@ impl GpuQuery {
                 let d = if codes {
                     let payloads = chunks
                         .iter()
-                        .map(|&k| values_tree(file, c, k).map(|(p, _)| p))
+                        .map(|&k| decoded_tree(file, c, k).map(|(p, _)| p))
                         .collect::<Result<Vec<_>>>()?;
                     let views = payloads
                         .iter()
@@ -578,7 +578,7 @@ fn string_key(file: &zipflow_format::ZfFile, c: usize, codes: &mut Codes) -> Res
     let mut scratch = Scratch::default();
     let mut ptype = None;
     for k in 0..file.num_chunks() {
-        let (payload, _) = values_tree(file, c, k)?;
+        let (payload, _) = decoded_tree(file, c, k)?;
         let root = NodeView::parse(&payload).map_err(|e| e.at_chunk(k as u32))?;
         if root.id != zipflow_encodings::strdict::ID {
             return Err(Error::unsupported(format!(

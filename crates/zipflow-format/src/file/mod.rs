@@ -33,7 +33,7 @@ pub const MAGIC: [u8; 8] = *b"ZIPFLOW1";
 /// Last 8 bytes of every file.
 pub const END_MAGIC: [u8; 8] = *b"ZFEND001";
 /// The format version this build writes and the newest it reads.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Header size: magic, version, 6 reserved zero bytes.
 pub const HEADER_LEN: usize = 16;
 /// Trailer size: footer length, footer checksum, end magic.
@@ -622,7 +622,10 @@ fn decode_chunk(
         .ok_or_else(|| Error::corrupt("values tree outside the chunk payload"))?;
     let node = NodeView::parse(values_bytes)?;
     let ptype = column.column_type.ptype();
-    if node.ptype != ptype || node.len != rows {
+    // A chunk with nulls may hold only its valid values (version 3, see `crate::nulls`).
+    let valid = (meta.rows as u64).saturating_sub(meta.stats.null_count);
+    let compacted = node.len != rows && meta.stats.null_count > 0 && node.len as u64 == valid;
+    if node.ptype != ptype || (node.len != rows && !compacted) {
         return Err(Error::corrupt(format!(
             "values tree holds {} {} values, the index says {rows} {ptype} values",
             node.len, node.ptype
@@ -631,6 +634,14 @@ fn decode_chunk(
     let mut values = scratch.take(ptype);
     zipflow_encodings::decode(&node, &mut values, scratch)?;
     let validity = decode_validity(validity_bytes, meta, scratch)?;
+    if compacted {
+        let Some(v) = &validity else {
+            return Err(Error::corrupt(
+                "values tree holds fewer values than rows, and the chunk has no validity",
+            ));
+        };
+        crate::nulls::expand(&mut values, v)?;
+    }
     Ok((values, validity))
 }
 

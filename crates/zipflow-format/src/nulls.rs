@@ -1,0 +1,141 @@
+//! Null slots left out of a chunk's values tree (format version 3): a chunk with nulls stores
+//! only its valid values, in row order, and its validity places them, as Parquet stores only
+//! defined values. A null slot would otherwise hold a filler that the validity already
+//! describes, and on a column of half nulls the values tree would pay for that twice.
+//!
+//! Reading puts the values back at their rows ([`expand`]); each null slot holds the previous
+//! valid value (the type's zero before the first; an empty string), as version 2 files stored
+//! them. A chunk is compacted exactly when its values tree holds fewer values than it has
+//! rows, which its validity then accounts for: version 2 trees hold one value per row.
+
+use crate::file::Validity;
+use zipflow_core::values::{ByteStrings, IntVecOf};
+use zipflow_core::{Error, Result, Values, match_ints};
+
+/// The values of `values` at valid rows, in order.
+pub fn compact(values: &Values, validity: &[bool]) -> Values {
+    fn keep<T: Copy>(v: &[T], validity: &[bool]) -> Vec<T> {
+        v.iter()
+            .zip(validity)
+            .filter(|&(_, &ok)| ok)
+            .map(|(&x, _)| x)
+            .collect()
+    }
+    match values {
+        Values::Int(v) => Values::Int(match_ints!(v, T, x => T::wrap(keep(x, validity)))),
+        Values::F32(v) => Values::F32(keep(v, validity)),
+        Values::F64(v) => Values::F64(keep(v, validity)),
+        Values::Bytes(b) => {
+            let mut out = ByteStrings {
+                offsets: vec![0],
+                data: Vec::new(),
+            };
+            for (i, _) in validity.iter().enumerate().filter(|&(_, &ok)| ok) {
+                out.data.extend_from_slice(b.get(i).unwrap_or_default());
+                out.offsets.push(out.data.len() as u64);
+            }
+            Values::Bytes(out)
+        }
+    }
+}
+
+/// `values`, one per valid row of `validity`, placed at their rows in place (no buffer
+/// besides the one they are in, which grows to the rows); a null slot holds the previous
+/// valid value (zero before the first), or an empty string. Strings keep their bytes as they
+/// are (in row order already): only the offsets move.
+pub fn expand(values: &mut Values, validity: &Validity) -> Result<()> {
+    let valid = validity.iter().filter(|&&ok| ok).count();
+    if values.len() != valid {
+        return Err(Error::corrupt(format!(
+            "values tree holds {} values for {valid} valid rows",
+            values.len()
+        )));
+    }
+    // Backwards, each valid value moves to its row (never past a value still to move),
+    // then forwards each null slot takes the value before it.
+    fn place<T: Copy + Default>(v: &mut Vec<T>, validity: &[bool]) {
+        let mut k = v.len();
+        v.resize(validity.len(), T::default());
+        for (i, &ok) in validity.iter().enumerate().rev() {
+            if ok {
+                k -= 1;
+                v[i] = v[k];
+            }
+        }
+        let mut last = T::default();
+        for (x, &ok) in v.iter_mut().zip(validity) {
+            last = if ok { *x } else { last };
+            *x = last;
+        }
+    }
+    match values {
+        Values::Int(v) => match_ints!(v, T, x => place(x, validity)),
+        Values::F32(v) => place(v, validity),
+        Values::F64(v) => place(v, validity),
+        Values::Bytes(b) => {
+            // Row i ends at offsets[i + 1]: the same backwards and forwards passes, over ends.
+            let mut ends = b.offsets.split_off(1);
+            let start = b.offsets.first().copied().unwrap_or(0);
+            place(&mut ends, validity);
+            for (e, &ok) in ends.iter_mut().zip(validity) {
+                // Before the first valid row, a null slot ends where the bytes start.
+                if !ok && *e == 0 {
+                    *e = start;
+                }
+            }
+            b.offsets.truncate(1);
+            b.offsets.append(&mut ends);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zipflow_core::IntVec;
+
+    #[test]
+    fn compact_then_expand_keeps_every_valid_value() -> Result<()> {
+        let validity = vec![false, true, true, false, false, true, false];
+        let ints = Values::Int(IntVec::I32(vec![9, 1, 2, 9, 9, 3, 9]));
+        let c = compact(&ints, &validity);
+        assert!(c.bit_eq(&Values::Int(IntVec::I32(vec![1, 2, 3]))));
+        let mut back = c;
+        expand(&mut back, &validity)?;
+        assert!(back.bit_eq(&Values::Int(IntVec::I32(vec![0, 1, 2, 2, 2, 3, 3]))));
+        let floats = Values::F64(vec![0.0, -0.0, f64::NAN, 0.0, 0.0, 1.5, 0.0]);
+        let mut back = compact(&floats, &validity);
+        expand(&mut back, &validity)?;
+        let Values::F64(b) = back else {
+            return Err(Error::invalid("not f64"));
+        };
+        assert_eq!(b[1].to_bits(), (-0.0f64).to_bits());
+        assert!(b[2].is_nan() && b[3].is_nan() && b[4].is_nan());
+        assert_eq!(b[5], 1.5);
+        let strings = Values::Bytes(ByteStrings {
+            offsets: vec![0, 0, 2, 5, 5, 5, 6, 6],
+            data: b"abcdef".to_vec(),
+        });
+        let c = compact(&strings, &validity);
+        assert_eq!(c.len(), 3);
+        let mut c = c;
+        expand(&mut c, &validity)?;
+        let Values::Bytes(back) = c else {
+            return Err(Error::invalid("not bytes"));
+        };
+        assert_eq!(back.offsets, vec![0, 0, 2, 5, 5, 5, 6, 6]);
+        assert_eq!(back.data, b"abcdef".to_vec());
+        Ok(())
+    }
+
+    #[test]
+    fn a_tree_of_the_wrong_length_is_an_error() {
+        let validity = vec![true, false, true];
+        let ints = Values::Int(IntVec::U8(vec![1, 2, 3]));
+        assert!(expand(&mut ints.clone(), &validity).is_err());
+        let mut none = Values::F32(vec![]);
+        assert!(expand(&mut none, &vec![false; 4]).is_ok());
+        assert!(none.bit_eq(&Values::F32(vec![0.0; 4])));
+    }
+}
