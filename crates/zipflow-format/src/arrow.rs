@@ -685,6 +685,14 @@ fn view_array(
     })
 }
 
+/// Validity flags as Arrow's null buffer, packed 64 flags at a time.
+fn null_buffer(flags: &[bool]) -> NullBuffer {
+    NullBuffer::new(arrow::buffer::BooleanBuffer::collect_bool(
+        flags.len(),
+        |i| flags[i],
+    ))
+}
+
 /// Builds an array of exactly `field`'s data type from a decoded stream and its validity.
 pub fn from_column(
     field: &Field,
@@ -709,7 +717,7 @@ pub fn from_column(
             values.len()
         )));
     }
-    let nulls = validity.map(NullBuffer::from);
+    let nulls = validity.as_deref().map(null_buffer);
     array_of(name, dt, values, nulls, &mut Reuse::None)
 }
 
@@ -741,7 +749,7 @@ pub fn from_column_in(
             values.len()
         )));
     }
-    let nulls = validity.map(NullBuffer::from);
+    let nulls = validity.as_deref().map(null_buffer);
     array_of(
         field.name(),
         field.data_type(),

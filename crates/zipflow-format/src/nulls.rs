@@ -44,28 +44,31 @@ pub fn compact(values: &Values, validity: &[bool]) -> Values {
 /// valid value (zero before the first), or an empty string. Strings keep their bytes as they
 /// are (in row order already): only the offsets move.
 pub fn expand(values: &mut Values, validity: &Validity) -> Result<()> {
-    let valid = validity.iter().filter(|&&ok| ok).count();
+    let valid: usize = validity.iter().map(|&ok| usize::from(ok)).sum();
     if values.len() != valid {
         return Err(Error::corrupt(format!(
             "values tree holds {} values for {valid} valid rows",
             values.len()
         )));
     }
-    // Backwards, each valid value moves to its row (never past a value still to move),
-    // then forwards each null slot takes the value before it.
+    // Backwards, each valid value moves to its row, then forwards each null slot takes the
+    // value before it. Both without branches, since nulls scattered at random would defeat
+    // the branch predictor: after row i the values still to move are those before `k`, the
+    // valid rows before i, so a null row i (at or past `k`) may be written with anything.
     fn place<T: Copy + Default>(v: &mut Vec<T>, validity: &[bool]) {
         let mut k = v.len();
         v.resize(validity.len(), T::default());
         for (i, &ok) in validity.iter().enumerate().rev() {
-            if ok {
-                k -= 1;
-                v[i] = v[k];
-            }
+            k -= usize::from(ok);
+            v[i] = v[k];
         }
-        let mut last = T::default();
-        for (x, &ok) in v.iter_mut().zip(validity) {
-            last = if ok { *x } else { last };
-            *x = last;
+        // By index, so that the choice is one of two integers (floats would branch).
+        let first = validity.iter().position(|&ok| ok).unwrap_or(validity.len());
+        v[..first].fill(T::default());
+        let mut last = first;
+        for i in first..v.len() {
+            last = if validity[i] { i } else { last };
+            v[i] = v[last];
         }
     }
     match values {
@@ -77,12 +80,9 @@ pub fn expand(values: &mut Values, validity: &Validity) -> Result<()> {
             let mut ends = b.offsets.split_off(1);
             let start = b.offsets.first().copied().unwrap_or(0);
             place(&mut ends, validity);
-            for (e, &ok) in ends.iter_mut().zip(validity) {
-                // Before the first valid row, a null slot ends where the bytes start.
-                if !ok && *e == 0 {
-                    *e = start;
-                }
-            }
+            // Before the first valid row, a null slot ends where the bytes start.
+            let first = validity.iter().position(|&ok| ok).unwrap_or(validity.len());
+            ends[..first].fill(start);
             b.offsets.truncate(1);
             b.offsets.append(&mut ends);
         }
