@@ -41,13 +41,7 @@ pub(super) fn by_streams(
         // type.
         let direct = leaves_for(sample.ptype());
         for leaf in &direct {
-            let at = Stream {
-                shape,
-                side: false,
-                place: scorer.top(),
-                scale: scorer.scale,
-                distinct: scorer.distinct,
-            };
+            let at = Stream::root(scorer, shape);
             roots.extend(leaf_sub(sample, at, leaf, scorer));
         }
         if let Some(change) = type_change(sample.ptype())
@@ -76,13 +70,7 @@ pub(super) fn by_streams(
         }
         // Changes of type into several streams (`alprd`'s two parts), each stream with its
         // best plan; a change that takes floats the objective does not allow is left out.
-        let at = Stream {
-            shape,
-            side: false,
-            place: scorer.top(),
-            scale: scorer.scale,
-            distinct: scorer.distinct,
-        };
+        let at = Stream::root(scorer, shape);
         for change in split_changes(sample.ptype()) {
             if scorer.allows_at(change.name(), at.place)
                 && let Some(Ok(split)) = zipflow_encodings::split(&Plan::new(change.name()), sample)
@@ -91,13 +79,7 @@ pub(super) fn by_streams(
             }
         }
     } else {
-        let at = Stream {
-            shape,
-            side: false,
-            place: scorer.top(),
-            scale: scorer.scale,
-            distinct: scorer.distinct,
-        };
+        let at = Stream::root(scorer, shape);
         roots = forms(sample, at, room, key, scorer, &[]);
     }
     let mut ranked: Vec<Candidate> = roots
@@ -131,6 +113,19 @@ struct Stream {
     /// How many times as many distinct values the stream holds on the whole chunk as in the
     /// sample, where known (counted on the column; carried through transforms unchanged).
     distinct: Option<f64>,
+}
+
+impl Stream {
+    /// The column's own stream (or a string column's child stream) at `shape`.
+    fn root(scorer: &Scorer<'_>, shape: Shape) -> Stream {
+        Stream {
+            shape,
+            side: false,
+            place: scorer.top(),
+            scale: scorer.scale,
+            distinct: scorer.distinct,
+        }
+    }
 }
 
 /// Every form for `stream` with room for `room` primitives, leaves but those in `skip`, each
