@@ -7,7 +7,7 @@ use zipflow_core::{Int, Plan, Values, match_ints};
 use zipflow_encodings::gpu::{decodes_at, gpu_parallel_at, is_gpu_parallel};
 use zipflow_encodings::{GpuPlace, Shape, estimate};
 
-use super::objective::rank_by;
+use super::objective::{additive_key, rank_by};
 use super::space::expanded;
 use super::{Candidate, Objective, SelectOptions};
 
@@ -86,12 +86,14 @@ impl<'a> Scorer<'a> {
             forms_scored: 0,
             nested: false,
             entropy: true,
-            distinct: match (distinct(values), distinct(sample)) {
-                (Some(whole), Some(part)) if values.len() > sample.len() && part > 0 => {
-                    Some(whole as f64 / part as f64)
-                }
-                _ => None,
-            },
+            // Counted only where the stream-by-stream cascade (the one reader) runs and the
+            // sample is shorter than the stream: a hash of every value of the chunk.
+            distinct: (additive_key(options.objective).is_some() && values.len() > sample.len())
+                .then(|| match (distinct(values), distinct(sample)) {
+                    (Some(whole), Some(part)) if part > 0 => Some(whole as f64 / part as f64),
+                    _ => None,
+                })
+                .flatten(),
         }
     }
 
