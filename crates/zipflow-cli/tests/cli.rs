@@ -530,6 +530,27 @@ fn raster_bands_compress_and_aggregate() {
             "{op}: {got} vs {sum}"
         );
     }
+    let with_data = pairs().filter(|&(n, r)| n + r > 0.0).count();
+    let out = ndvi(&["--op", "sum"]);
+    assert!(out.contains(&format!("{with_data} with data")), "{out}");
+    // Compressed and tiled GeoTIFFs of other sample types, their no-data values kept.
+    let fixtures =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../zipflow-compute/tests/data/raster");
+    for (name, says) in [
+        ("u16_lzw_cog.tif", "u16 pixels (no data: 0)"),
+        ("f32_deflate_tiled.tif", "f32 pixels (no data: nan)"),
+        ("i16_zstd_strips.tif", "i16 pixels (no data: -9999)"),
+    ] {
+        let input = fixtures.join(name);
+        let input = input.to_string_lossy();
+        let o = zipflow(
+            &["raster", "compress", &input, "-o", "fixture.zf", "--force"],
+            d,
+        );
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains(&format!("97 x 61 {says}")), "{name}: {out}");
+    }
     // Refusals: an existing output, a file that is not a TIFF (nothing written), bands of
     // different sizes, an unknown op; each fails with `needle` in its message.
     let refused = |args: &[&str], needle: &str| {

@@ -111,6 +111,13 @@ fn check_pair(nir: &Raster, red: &Raster, plans: [&str; 2], what: &str) {
             assert_close(op, plain, want, nir.pixels.len(), &format!("plain {what}"));
             // The same pixels folded into the same lanes in the same order: equal bit for bit.
             assert_eq!(fused, plain, "fused against plain, {what} {op:?}");
+            let (counted, valid) = ndvi::fused_counted(op, &nb, &rb, &pool).unwrap();
+            assert_eq!(counted, fused, "{what} {op:?}");
+            assert_eq!(
+                valid,
+                ndvi::valid_reference(&nir.pixels, &red.pixels),
+                "pixels with data, {what}"
+            );
         }
     }
 }
@@ -127,6 +134,11 @@ fn synthetic_bands_every_plan() {
         ["bitpack", "for | patch | bitpack"],
         // Not read in the packed domain: decoded chunk by chunk.
         ["rle", "delta | for | bitpack"],
+        // The 2-D predictor, `raster compress`'s default.
+        [
+            "above(700) | delta | zigzag | ans",
+            "above(700) | delta | zigzag | bitpack",
+        ],
     ] {
         check_pair(&nir, &red, plans, "synthetic");
     }
@@ -231,6 +243,10 @@ fn sentinel2_crop() {
         ["bitpack", "bitpack"],
         ["for | bitpack", "for | bitpack"],
         ["for | patch | bitpack", "for | patch | bitpack"],
+        [
+            "above(300) | delta | zigzag | ans",
+            "above(300) | delta | zigzag | ans",
+        ],
     ] {
         check_pair(&nir, &red, plans, "sentinel-2 300x300");
     }

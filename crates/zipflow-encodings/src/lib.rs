@@ -18,8 +18,8 @@
 //! ```
 //!
 //! Families, one module each: [`bitpack`], [`blockpack`] (per-block widths and references),
-//! [`frame`] (frame of reference), [`zigzag`],
-//! [`delta`], [`rle`], [`dict`], [`constant`], [`patch`] (patched exceptions),
+//! [`frame`] (frame of reference), [`zigzag`], [`delta`], [`above`] (differences from the row
+//! above, for images), [`rle`], [`dict`], [`constant`], [`patch`] (patched exceptions),
 //! [`hipatch`] (exceptions that keep their low bits, high bits and positions encoded),
 //! [`radix`] (values below a small base packed as the digits of 32-bit numbers),
 //! [`float2int`], [`alprd`] (float bits split: a few distinct high parts, packed low bits),
@@ -40,6 +40,7 @@
 //! there, and the metadata bytes are private to this crate. The file writer gets its plans
 //! from a [`PlanChooser`] ([`chooser`]), which the selector implements.
 
+pub mod above;
 pub mod alprd;
 pub mod ans;
 pub mod bitpack;
@@ -241,6 +242,7 @@ static ENCODINGS: &[&dyn Encoding] = &[
     &frame::FrameOfReference,
     &zigzag::ZigZag,
     &delta::Delta,
+    &above::Above,
     &patch::Patch,
     &hipatch::HiPatch,
     &blockpack::BlockPack,

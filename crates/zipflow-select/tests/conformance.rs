@@ -39,6 +39,9 @@ const EXTRA_INT_PLANS: &[&str] = &[
     "ans",
     "zigzag | ans",
     "dict(codes: ans, values: for | ans)",
+    "above(1)",
+    "above(37) | delta | zigzag | ans",
+    "above(1000) | for | bitpack",
 ];
 
 /// Text plans, run on every u8 stream (any bytes are valid text).

@@ -1,5 +1,5 @@
-//! `zipflow raster`: uint16 GeoTIFF bands to .zf and fused NDVI on them; and the benchmark
-//! suites `zipflow bench ndvi` and `zipflow bench sum-curve`.
+//! `zipflow raster`: GeoTIFF bands to .zf and fused NDVI on them; and the benchmark suites
+//! `zipflow bench ndvi` and `zipflow bench sum-curve`.
 
 use crate::out::outln;
 use anyhow::{Context, Result, bail};
@@ -22,10 +22,17 @@ pub struct Args {
 /// The raster commands.
 #[derive(clap::Subcommand, Debug)]
 pub enum Cmd {
-    /// Compress a single-band uint16 TIFF into a .zf file (one u16 column `value`, row-major,
-    /// width and height in the schema metadata).
+    /// Compress a single-band TIFF into a .zf file: one column `value` of the band's sample
+    /// type (uint8, uint16, uint32, int8, int16, int32, float32, float64), row-major, with the
+    /// width, height and no-data value (`GDAL_NODATA`) in the schema metadata. Strips or tiles
+    /// (cloud-optimised GeoTIFFs: the full-resolution image), uncompressed or Deflate, LZW or
+    /// ZSTD, with or without TIFF predictors.
     Compress(CompressArgs),
-    /// Aggregate NDVI = (NIR - Red) / (NIR + Red) over two bands, fused on the compressed data.
+    /// Aggregate NDVI = (NIR - Red) / (NIR + Red) over two uint16 bands, fused on the
+    /// compressed data. No data: a pixel whose two bands are both 0 (the no-data value of
+    /// Sentinel-2 and Landsat products) has no NDVI: `sum` adds nothing for it and `count`
+    /// never counts it. The output gives the pixels with data. A band whose TIFF stated another
+    /// no-data value (`GDAL_NODATA`) is refused.
     Ndvi(NdviArgs),
 }
 
@@ -37,11 +44,12 @@ pub struct CompressArgs {
     /// The .zf file to write.
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Plan of every chunk: `bitpack`, `for | bitpack` and `for | patch | bitpack` are read
-    /// fused; any other plan works but is decoded chunk by chunk. The default patches the few
-    /// bright outliers that would widen every pixel (a tenth smaller than `for | bitpack` on
-    /// Sentinel-2 bands).
-    #[arg(long, default_value = "for | patch | bitpack")]
+    /// Plan of every chunk. `predictor` (the default for integer bands): each pixel predicted
+    /// from the pixels to its left, above and above-left (`above(WIDTH) | delta | zigzag |
+    /// ans`), smaller than `xz -9` on Sentinel-2 bands; `auto`: chosen per chunk by the
+    /// selector (the default for float bands); or any plan, e.g. `for | patch | bitpack`,
+    /// which NDVI unpacks a vector at a time (larger, and faster to aggregate from memory).
+    #[arg(long, default_value = "predictor")]
     pub plan: String,
     /// Replace an existing output file.
     #[arg(short, long)]
@@ -80,18 +88,23 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 fn compress(a: CompressArgs) -> Result<()> {
-    let plan: Plan = a.plan.parse().context("--plan")?;
     let start = Instant::now();
-    let band = raster::read_tiff(&a.input)?;
-    let summary = raster::write_zf(&band, &a.output, raster::RasterPlan::Forced(plan), a.force)?;
-    let plain = band.pixels.len() as u64 * 2;
+    let image = raster::read_image(&a.input)?;
+    let plan = raster_plan(&a.plan, &image)?;
+    let summary = raster::write_image(&image, &a.output, plan, a.force)?;
+    let plain = image.pixels.plain_size() as u64;
     let col = summary.columns.first();
     let compressed = col.map_or(summary.bytes, |c| c.compressed_bytes);
     outln!(
-        "{} x {} pixels, {plain} B plain -> {} B file ({compressed} B of chunks), ratio {:.3}, \
-         plan {}, {:.2} s",
-        band.width,
-        band.height,
+        "{} x {} {} pixels{}, {plain} B plain -> {} B file ({compressed} B of chunks), ratio \
+         {:.3}, plan {}, {:.2} s",
+        image.width,
+        image.height,
+        image.pixels.ptype(),
+        image
+            .nodata
+            .as_deref()
+            .map_or(String::new(), |n| format!(" (no data: {n})")),
         summary.bytes,
         plain as f64 / compressed as f64,
         col.map_or("-".to_string(), |c| c.plan_summary()),
@@ -100,13 +113,25 @@ fn compress(a: CompressArgs) -> Result<()> {
     Ok(())
 }
 
+/// The plan `--plan` names for `image`: `predictor`, `auto` or a plan.
+fn raster_plan(text: &str, image: &raster::Image) -> Result<raster::RasterPlan> {
+    let is_int = matches!(image.pixels, zipflow_core::Values::Int(_));
+    Ok(match text.trim() {
+        "predictor" if is_int => raster::RasterPlan::Forced(raster::predictor_plan(image.width)),
+        "predictor" | "auto" => {
+            raster::RasterPlan::Chosen(zipflow_select::Chooser::shared(Default::default()))
+        }
+        t => raster::RasterPlan::Forced(t.parse::<Plan>().context("--plan")?),
+    })
+}
+
 fn ndvi_cmd(a: NdviArgs) -> Result<()> {
     let op = Op::parse(&a.op, a.t.as_deref())?;
     let nir = Band::open(&a.nir)?;
     let red = Band::open(&a.red)?;
     let pool = ndvi::pool(a.threads)?;
     let start = Instant::now();
-    let answer = ndvi::fused(op, &nir, &red, &pool)?;
+    let (answer, valid) = ndvi::fused_counted(op, &nir, &red, &pool)?;
     let secs = start.elapsed().as_secs_f64();
     let what = match op {
         Op::Count(t) => format!("count(ndvi > {t})"),
@@ -114,7 +139,7 @@ fn ndvi_cmd(a: NdviArgs) -> Result<()> {
         _ => format!("{}(ndvi)", op.name()),
     };
     outln!(
-        "{what} = {answer}    ({} pixels, {:.2} ms, {:.2} Gpixel/s)",
+        "{what} = {answer}    ({} pixels, {valid} with data, {:.2} ms, {:.2} Gpixel/s)",
         nir.pixels(),
         secs * 1e3,
         nir.pixels() as f64 / secs / 1e9
@@ -122,8 +147,9 @@ fn ndvi_cmd(a: NdviArgs) -> Result<()> {
     if a.check {
         let (n, r) = (nir.decode()?, red.decode()?);
         outln!(
-            "reference (decoded bands, f64) = {}",
-            ndvi::reference(op, &n.pixels, &r.pixels)?
+            "reference (decoded bands, f64) = {}    ({} pixels with data)",
+            ndvi::reference(op, &n.pixels, &r.pixels)?,
+            ndvi::valid_reference(&n.pixels, &r.pixels)
         );
     }
     Ok(())
@@ -141,11 +167,12 @@ pub struct BenchNdviArgs {
     /// The red band (TIFF).
     #[arg(long, default_value = "/work/shared/data/raster/sentinel2_B04_red.tif")]
     pub red: PathBuf,
-    /// Plans compared on the untiled scene.
+    /// Plans compared on the untiled scene (`predictor`: the default plan of `zipflow raster
+    /// compress`, `above(WIDTH) | delta | zigzag | ans`).
     #[arg(
         long,
         default_values_t = ["bitpack".to_string(), "for | bitpack".to_string(),
-            "for | patch | bitpack".to_string()]
+            "for | patch | bitpack".to_string(), "predictor".to_string()]
     )]
     pub plans: Vec<String>,
     /// Plan of the DRAM-sized (tiled) bands.
@@ -226,9 +253,13 @@ fn bench_scene(
     let pixels = scene.nir.pixels.len() as u64;
     let mut speedups = Vec::new();
     for (p, plan_text) in plans.iter().enumerate() {
-        let plan: Plan = plan_text
-            .parse()
-            .with_context(|| format!("plan `{plan_text}`"))?;
+        let plan: Plan = if plan_text.trim() == "predictor" {
+            raster::predictor_plan(scene.nir.width)
+        } else {
+            plan_text
+                .parse()
+                .with_context(|| format!("plan `{plan_text}`"))?
+        };
         let np = dir.join(format!("{}-{p}-nir.zf", scene.name));
         let rp = dir.join(format!("{}-{p}-red.zf", scene.name));
         let start = Instant::now();
@@ -258,6 +289,7 @@ fn bench_scene(
             load_average()
         );
         let (nb, rb) = (Band::open(&np)?, Band::open(&rp)?);
+        decode_line(a.runs, scene, &nb, &rb)?;
         outln!(
             "{:<11} {:>3} {:>11} {:>11} {:>8} {:>11} {:>11} {:>12} {:>8}  check",
             "op",
@@ -321,6 +353,54 @@ fn bench_scene(
     Ok(speedups)
 }
 
+/// Decodes both bands whole on one thread, and copies their plain pixels as a reference of
+/// memory speed; checks the decoded pixels.
+fn decode_line(runs: usize, scene: &Scene<'_>, nb: &Band, rb: &Band) -> Result<()> {
+    let bytes = (scene.nir.pixels.len() + scene.red.pixels.len()) as f64 * 2.0;
+    let (mut td, mut tc) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let s = Instant::now();
+        let (n, r) = (nb.decode()?, rb.decode()?);
+        td.push(s.elapsed().as_secs_f64());
+        if n != *scene.nir || r != *scene.red {
+            bail!("the {} bands did not decode to their pixels", scene.name);
+        }
+        drop((n, r));
+        let s = Instant::now();
+        let copies = (scene.nir.pixels.to_vec(), scene.red.pixels.to_vec());
+        tc.push(s.elapsed().as_secs_f64());
+        std::hint::black_box(copies);
+    }
+    let (td, tc) = (median(td), median(tc));
+    outln!(
+        "decode both bands, one thread: {:.2} ms, {:.2} GB/s of pixels; copying the plain \
+         pixels {:.2} ms, {:.2} GB/s; bit-exact",
+        td * 1e3,
+        bytes / td / 1e9,
+        tc * 1e3,
+        bytes / tc / 1e9
+    );
+    Ok(())
+}
+
+/// The size of `pixels`' little-endian bytes compressed by `xz -9`, if an `xz` program runs.
+fn xz9_size(pixels: &[u16]) -> Option<u64> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("xz")
+        .args(["-9", "-c", "-T1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let bytes: Vec<u8> = pixels.iter().flat_map(|p| p.to_le_bytes()).collect();
+    let mut stdin = child.stdin.take()?;
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
+    let out = child.wait_with_output().ok()?;
+    writer.join().ok()?.ok()?;
+    out.status.success().then_some(out.stdout.len() as u64)
+}
+
 /// Runs `zipflow bench ndvi`.
 pub fn bench_ndvi(a: BenchNdviArgs) -> Result<()> {
     if a.runs == 0 {
@@ -353,6 +433,14 @@ pub fn bench_ndvi(a: BenchNdviArgs) -> Result<()> {
         a.runs,
         load_average()
     );
+    match (xz9_size(&nir.pixels), xz9_size(&red.pixels)) {
+        (Some(n), Some(r)) => outln!(
+            "xz -9 of the plain pixels: NIR {n} B (ratio {:.3}), red {r} B (ratio {:.3})",
+            nir.pixels.len() as f64 * 2.0 / n as f64,
+            red.pixels.len() as f64 * 2.0 / r as f64
+        ),
+        _ => outln!("xz -9: no `xz` program ran here, its sizes are not shown"),
+    }
     let scene = Scene {
         name: "scene",
         nir: &nir,

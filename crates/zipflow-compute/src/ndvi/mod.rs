@@ -19,8 +19,10 @@
 //!   exact in 32-bit integers for |t| <= 1.
 //! - `sum-nr`: SUM(N + R) in integers, the lightest two-band case.
 //!
-//! Pixels with N + R == 0 (both bands 0: no data in Sentinel-2 products) have no NDVI: SUM
-//! skips them (adds 0) and COUNT never counts them, for any t. The integer rule gives that
+//! No data: pixels with N + R == 0 (both bands 0: no data in Sentinel-2 and Landsat
+//! products) have no NDVI: SUM skips them (adds 0) and COUNT never counts them, for any t;
+//! [`fused_counted`] also counts the pixels that have data. A band whose TIFF stated another
+//! no-data value is refused by name rather than read with the wrong rule. The integer rule gives that
 //! for free (`0 > 0` is false), and it equals the f64 reference `(N - R) as f64 / (N + R) as
 //! f64 > t`, for which 0 / 0 is NaN and every comparison with NaN is false.
 //!
@@ -198,6 +200,8 @@ impl std::fmt::Display for Answer {
 struct Acc {
     f: f64,
     n: u64,
+    /// Pixels with data, where counted.
+    valid: u64,
 }
 
 impl Acc {
@@ -205,6 +209,7 @@ impl Acc {
         Acc {
             f: self.f + o.f,
             n: self.n + o.n,
+            valid: self.valid + o.valid,
         }
     }
     fn answer(self, op: Op) -> Answer {
@@ -348,6 +353,40 @@ fn as_vector(s: &[u16]) -> &[u16; V] {
 /// The bands must hold the same number of pixels in the same chunking (as `zipflow raster
 /// compress` writes them); their width and height must agree.
 pub fn fused(op: Op, nir: &Band, red: &Band, pool: &rayon::ThreadPool) -> Result<Answer> {
+    Ok(fused_acc(op, nir, red, pool, false)?.answer(op))
+}
+
+/// [`fused`], and the number of pixels with data (those whose bands are not both 0), counted
+/// in the same pass.
+pub fn fused_counted(
+    op: Op,
+    nir: &Band,
+    red: &Band,
+    pool: &rayon::ThreadPool,
+) -> Result<(Answer, u64)> {
+    let acc = fused_acc(op, nir, red, pool, true)?;
+    Ok((acc.answer(op), acc.valid))
+}
+
+/// The pixels with data (not both bands 0) of two plain bands: the reference of
+/// [`fused_counted`]'s count.
+pub fn valid_reference(nir: &[u16], red: &[u16]) -> u64 {
+    nir.iter()
+        .zip(red)
+        .filter(|&(&n, &r)| n != 0 || r != 0)
+        .count() as u64
+}
+
+fn fused_acc(
+    op: Op,
+    nir: &Band,
+    red: &Band,
+    pool: &rayon::ThreadPool,
+    count_valid: bool,
+) -> Result<Acc> {
+    for band in [nir, red] {
+        band.check_ndvi_nodata()?;
+    }
     if (nir.width, nir.height) != (red.width, red.height) {
         return Err(Error::invalid(format!(
             "bands differ in size: {} x {} and {} x {}",
@@ -363,16 +402,15 @@ pub fn fused(op: Op, nir: &Band, red: &Band, pool: &rayon::ThreadPool) -> Result
             red.file.chunk_rows()
         )));
     }
-    let acc = pool.install(|| {
+    pool.install(|| {
         (0..chunks)
             .into_par_iter()
-            .map(|c| fused_chunk(op, nir, red, c))
+            .map(|c| fused_chunk(op, nir, red, c, count_valid))
             .try_reduce(Acc::default, |a, b| Ok(a.merge(b)))
-    })?;
-    Ok(acc.answer(op))
+    })
 }
 
-fn fused_chunk(op: Op, nir: &Band, red: &Band, chunk: usize) -> Result<Acc> {
+fn fused_chunk(op: Op, nir: &Band, red: &Band, chunk: usize, count_valid: bool) -> Result<Acc> {
     let mut scratch = Scratch::default();
     let (n_payload, rows) = chunk_values(nir, chunk)?;
     let (r_payload, r_rows) = chunk_values(red, chunk)?;
@@ -397,6 +435,9 @@ fn fused_chunk(op: Op, nir: &Band, red: &Band, chunk: usize) -> Result<Acc> {
         n_src.fill(v, &mut nb, &mut nc);
         r_src.fill(v, &mut rb, &mut rc);
         kernel(op, &nb, &rb, &mut acc);
+        if count_valid {
+            acc.valid += u64::from(kernels::valid(&nb, &rb));
+        }
     }
     Ok(acc)
 }

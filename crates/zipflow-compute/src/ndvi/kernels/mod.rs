@@ -28,6 +28,12 @@ pub(super) fn kernel(op: Op, n: &[u16; V], r: &[u16; V], acc: &mut Acc) {
     }
 }
 
+/// The pixels of a vector pair with data: not both bands 0.
+#[inline]
+pub(super) fn valid(n: &[u16; V], r: &[u16; V]) -> u32 {
+    n.iter().zip(r).map(|(&a, &b)| u32::from(a | b != 0)).sum()
+}
+
 /// SUM(N + R) of a vector: at most 1024 * 131070 < 2^32.
 #[inline(always)]
 pub(super) fn sum_nr(n: &[u16; V], r: &[u16; V]) -> u32 {
