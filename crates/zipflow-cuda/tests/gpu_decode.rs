@@ -121,6 +121,12 @@ fn float_cases() -> Vec<Vec<f64>> {
     cases.push((0..5000).map(|_| f64::from_bits(r())).collect());
     cases.push(vec![0.07; 3000]);
     cases.push((0..4000).map(|i| f64::from(i / 100) * 0.5).collect());
+    // float32 values widened: `alprd` drops their 29 zero low bits.
+    cases.push(
+        (0..5000)
+            .map(|_| f64::from((r() % 1_000_000) as f32 / 7.0))
+            .collect(),
+    );
     cases
 }
 

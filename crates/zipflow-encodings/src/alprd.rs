@@ -14,12 +14,18 @@
 //! is an exception. Decoding is one shift and OR per value, so it runs anywhere
 //! ([`Pattern::FullyParallel`]).
 //!
-//! `R` is the plan's parameter (`alprd(52)`), or chosen on an evenly spaced sample of at most
-//! [`SAMPLE_LEN`] values: the `R` minimising `R * n + left_bits(R)`, where `left_bits` prices
-//! a dictionary of the distinct left parts (code bits per value plus 16 per entry).
+//! Low bits that are zero in every value are not stored: the right parts are shifted down by
+//! `S`, the trailing zero bits they all share (a float32 value widened to a double has 29 of
+//! them), so `right` holds `R - S` significant bits.
 //!
-//! Node: meta = `[R: u8]`; child 0 (`left`) = `u16`, the bits above `R`; child 1 (`right`) =
-//! the bits below `R` as `u64` for f64 and `u32` for f32 (the bits above `R` zero).
+//! `R` is the plan's parameter (`alprd(52)`), or chosen on an evenly spaced sample of at most
+//! [`SAMPLE_LEN`] values: the `R` minimising `(R - S) * n + left_bits(R)`, where `left_bits`
+//! prices a dictionary of the distinct left parts (code bits per value plus 16 per entry).
+//!
+//! Node: meta = `[R: u8]`, or `[R: u8, S: u8]` with `1 <= S < R` when the right parts share
+//! `S` trailing zero bits; child 0 (`left`) = `u16`, the bits above `R`; child 1 (`right`) =
+//! the bits below `R`, shifted down by `S`, as `u64` for f64 and `u32` for f32 (decoding
+//! shifts them back up and keeps the `R` bits below the left part).
 
 use crate::memo::Split;
 use crate::node::{EncodedNode, NodeView};
@@ -72,12 +78,25 @@ pub fn choose_right(bits: &[u64], width: u32) -> u32 {
         left.dedup();
         let distinct = left.len() as u64;
         let code = u64::from(64 - (distinct - 1).leading_zeros());
-        let cost = (u64::from(r) + code) * n as u64 + distinct * 16;
+        let stored = r - shared_zeros(&sample, r);
+        let cost = (u64::from(stored) + code) * n as u64 + distinct * 16;
         if cost < best.0 {
             best = (cost, r);
         }
     }
     best.1
+}
+
+/// `S` for a split at `r`: the trailing zero bits that the parts of `bits` below `r` all
+/// share, at most `r - 1` (0 when every part is zero).
+pub fn shared_zeros(bits: &[u64], r: u32) -> u32 {
+    let mask = (1u64 << r) - 1;
+    let any = bits.iter().fold(0u64, |acc, b| acc | (b & mask));
+    if any == 0 {
+        0
+    } else {
+        any.trailing_zeros().min(r - 1)
+    }
 }
 
 fn resolve_right(plan: &Plan, bits: &[u64], width: u32) -> Result<u32> {
@@ -103,14 +122,19 @@ fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, Values, Values)> {
     };
     let mut node = EncodedNode::new(ID, input.ptype(), bits.len())?;
     let r = resolve_right(plan, &bits, width)?;
+    let shift = shared_zeros(&bits, r);
     let mask = (1u64 << r) - 1;
     let left: Vec<u16> = bits.iter().map(|b| (b >> r) as u16).collect();
     let right = if width == 64 {
-        IntVec::U64(bits.iter().map(|b| b & mask).collect())
+        IntVec::U64(bits.iter().map(|b| (b & mask) >> shift).collect())
     } else {
-        IntVec::U32(bits.iter().map(|b| (b & mask) as u32).collect())
+        IntVec::U32(bits.iter().map(|b| ((b & mask) >> shift) as u32).collect())
     };
-    node.meta = vec![r as u8];
+    node.meta = if shift == 0 {
+        vec![r as u8]
+    } else {
+        vec![r as u8, shift as u8]
+    };
     Ok((node, Values::Int(IntVec::U16(left)), Values::Int(right)))
 }
 
@@ -119,6 +143,8 @@ fn shell(plan: &Plan, input: &Values) -> Result<(EncodedNode, Values, Values)> {
 pub struct View<'n, 'a> {
     /// `R`: the bits of the right part.
     pub right_bits: u32,
+    /// `S`: the trailing zero bits of every right part, not stored (`0..R`).
+    pub shift: u32,
     /// The bits above `R`: u16, the node's length.
     pub left: &'n NodeView<'a>,
     /// The bits below `R`: u64 for f64, u32 for f32, the node's length.
@@ -131,6 +157,10 @@ impl<'n, 'a> View<'n, 'a> {
         node.expect_shape("alprd", 0, 2)?;
         let mut meta = node.meta_reader();
         let r = u32::from(meta.u8("alprd split")?);
+        let shift = match node.meta.len() {
+            1 => 0,
+            _ => u32::from(meta.u8("alprd shift")?),
+        };
         meta.finish("alprd")?;
         let (width, right) = match node.ptype {
             PType::F64 => (64, PType::U64),
@@ -145,30 +175,37 @@ impl<'n, 'a> View<'n, 'a> {
                 node.ptype
             )));
         }
+        if node.meta.len() > 1 && !(1..r).contains(&shift) {
+            return Err(Error::corrupt(format!(
+                "alprd shift {shift} is outside 1..{r}"
+            )));
+        }
         expect_child(node, 0, "alprd left parts", PType::U16, Some(node.len))?;
         expect_child(node, 1, "alprd right parts", right, Some(node.len))?;
         Ok(View {
             right_bits: r,
+            shift,
             left: &node.children[0],
             right: &node.children[1],
         })
     }
 }
 
-/// Joins `left` and `right` at bit `r` into `out` (same length): bits of `right` at or above
-/// `r` are ignored, so a damaged stream gives wrong values, never a panic.
-pub fn join(left: &[u16], right: &[u64], r: u32, out: &mut [f64]) {
+/// Joins `left` and `right` (shifted up by `shift`) at bit `r` into `out` (same length): bits
+/// of the shifted right part at or above `r` are ignored, so a damaged stream gives wrong
+/// values, never a panic. `shift < r`.
+pub fn join(left: &[u16], right: &[u64], r: u32, shift: u32, out: &mut [f64]) {
     let mask = (1u64 << r) - 1;
     for ((o, &l), &x) in out.iter_mut().zip(left).zip(right) {
-        *o = f64::from_bits((u64::from(l) << r) | (x & mask));
+        *o = f64::from_bits((u64::from(l) << r) | ((x << shift) & mask));
     }
 }
 
 /// [`join`] for f32.
-pub fn join32(left: &[u16], right: &[u32], r: u32, out: &mut [f32]) {
+pub fn join32(left: &[u16], right: &[u32], r: u32, shift: u32, out: &mut [f32]) {
     let mask = (1u32 << r) - 1;
     for ((o, &l), &x) in out.iter_mut().zip(left).zip(right) {
-        *o = f32::from_bits((u32::from(l) << r) | (x & mask));
+        *o = f32::from_bits((u32::from(l) << r) | ((x << shift) & mask));
     }
 }
 
@@ -212,20 +249,20 @@ impl Encoding for AlpRd {
         let view = View::parse(node)?;
         let left = scratch.decode(view.left)?;
         let right = scratch.decode(view.right)?;
-        let r = view.right_bits;
+        let (r, shift) = (view.right_bits, view.shift);
         let result = match (&left, &right, out) {
             (Values::Int(IntVec::U16(l)), Values::Int(IntVec::U64(x)), Values::F64(o))
                 if node.ptype == PType::F64 =>
             {
                 crate::resize_for_overwrite(o, l.len(), 0.0);
-                join(l, x, r, o);
+                join(l, x, r, shift, o);
                 Ok(())
             }
             (Values::Int(IntVec::U16(l)), Values::Int(IntVec::U32(x)), Values::F32(o))
                 if node.ptype == PType::F32 =>
             {
                 crate::resize_for_overwrite(o, l.len(), 0.0);
-                join32(l, x, r, o);
+                join32(l, x, r, shift, o);
                 Ok(())
             }
             _ => Err(Error::corrupt("alprd children or output of the wrong type")),
@@ -346,6 +383,52 @@ mod tests {
             round_trip_bits("alprd", &Values::F64(measured(n)))?;
             round_trip_bits("alprd", &Values::F32(vec![-0.0; n]))?;
         }
+        Ok(())
+    }
+
+    #[test]
+    fn widened_floats_do_not_store_their_zero_bits() -> Result<()> {
+        // float32 measurements widened to doubles: the 29 low mantissa bits are zero.
+        let v: Vec<f64> = measured(10_000)
+            .iter()
+            .map(|&x| f64::from(x as f32))
+            .collect();
+        let bits: Vec<u64> = v.iter().map(|x| x.to_bits()).collect();
+        let r = choose_right(&bits, 64);
+        assert_eq!(shared_zeros(&bits, r), 29.min(r - 1));
+        let node = crate::encode(&"alprd".parse()?, &Values::F64(v.clone()))?;
+        assert_eq!(node.meta, vec![r as u8, 29]);
+        let bytes = round_trip_bits("alprd", &Values::F64(v.clone()))?;
+        // At most 24 significant right bits a value (and a few bits of left codes).
+        assert!(bytes.len() < 10_240 * 27 / 8, "{} bytes", bytes.len());
+        // Every split, with and without zero bits to drop, specials mixed in.
+        let mut w = v;
+        w.splice(500..500, [0.0, -0.0, 1.0, 0.5, f64::INFINITY]);
+        for r in 48..64 {
+            round_trip_bits(&format!("alprd({r})"), &Values::F64(w.clone()))?;
+        }
+        let f: Vec<f32> = (0..3000).map(|i| (i % 97) as f32 * 0.25).collect();
+        for r in 16..32 {
+            round_trip_bits(&format!("alprd({r})"), &Values::F32(f.clone()))?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_damaged_shift_is_an_error() -> Result<()> {
+        let v: Vec<f64> = measured(100).iter().map(|&x| f64::from(x as f32)).collect();
+        let good = crate::encode(&"alprd(52)".parse()?, &Values::F64(v))?;
+        for shift in [0u8, 52, 200] {
+            let mut node = good.clone();
+            node.meta[1] = shift;
+            assert!(
+                crate::decode_bytes(&node.to_bytes()?).is_err(),
+                "shift {shift}"
+            );
+        }
+        let mut node = good;
+        node.meta.push(0);
+        assert!(crate::decode_bytes(&node.to_bytes()?).is_err());
         Ok(())
     }
 

@@ -6,20 +6,23 @@ use zipflow_core::{Error, PType, Result};
 use zipflow_encodings::NodeView;
 use zipflow_encodings::alprd::View;
 
-/// Slots after the length: `R`, the right part's bits.
-pub(crate) const SLOTS: usize = 1;
+/// Slots after the length: `R`, the right part's bits, and `S`, the zero bits below them
+/// that are not stored.
+pub(crate) const SLOTS: usize = 2;
 
-/// Checks an `alprd` node and writes its split.
+/// Checks an `alprd` node and writes its split and shift.
 pub(crate) fn fill(f: &mut Filler<'_>, node: &NodeView<'_>, b: usize) -> Result<()> {
-    f.prm[b + 1] = u64::from(View::parse(node)?.right_bits);
+    let view = View::parse(node)?;
+    f.prm[b + 1] = u64::from(view.right_bits);
+    f.prm[b + 2] = u64::from(view.shift);
     Ok(())
 }
 
-/// The body of `zf_n<k>` for `alprd` node `k`. The right part is masked as on the CPU, so a
-/// damaged stream gives the same wrong bits on both.
+/// The body of `zf_n<k>` for `alprd` node `k`. The right part is shifted up and masked as on
+/// the CPU, so a damaged stream gives the same wrong bits on both.
 pub(crate) fn value(g: &Gen<'_>, k: usize) -> Result<String> {
     let n = &g.nodes[k];
-    let r = n.base + 1;
+    let (r, sh) = (n.base + 1, n.base + 2);
     let (Some(&left), Some(&right)) = (n.children.first(), n.children.get(1)) else {
         return Err(Error::corrupt("alprd node without its two children"));
     };
@@ -27,14 +30,16 @@ pub(crate) fn value(g: &Gen<'_>, k: usize) -> Result<String> {
     Ok(match n.ptype {
         PType::F64 => w
             .line(format!("const u32 r = (u32)e.prm[{r}];"))
+            .line(format!("const u32 sh = (u32)e.prm[{sh}];"))
             .line(format!(
-                "const u64 bits = ((u64)zf_n{left}(e, p) << r) | ((u64)zf_n{right}(e, p) & ((1ull << r) - 1ull));"
+                "const u64 bits = ((u64)zf_n{left}(e, p) << r) | (((u64)zf_n{right}(e, p) << sh) & ((1ull << r) - 1ull));"
             ))
             .line("return __longlong_as_double((long long)bits);"),
         PType::F32 => w
             .line(format!("const u32 r = (u32)e.prm[{r}];"))
+            .line(format!("const u32 sh = (u32)e.prm[{sh}];"))
             .line(format!(
-                "const u32 bits = ((u32)zf_n{left}(e, p) << r) | ((u32)zf_n{right}(e, p) & ((1u << r) - 1u));"
+                "const u32 bits = ((u32)zf_n{left}(e, p) << r) | (((u32)zf_n{right}(e, p) << sh) & ((1u << r) - 1u));"
             ))
             .line("return __uint_as_float(bits);"),
         p => return Err(Error::unsupported(format!("`alprd` over {p} values"))),
