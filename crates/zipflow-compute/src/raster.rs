@@ -274,7 +274,6 @@ fn lzw_tiles<R: Read + Seek>(
     let tile_bytes = tw * th * size;
     let mut image = vec![0u8; w * height as usize * size];
     let mut packed = Vec::new();
-    let mut tile = vec![0u8; tile_bytes];
     for t in 0..across * down {
         let reader = dec.inner();
         reader
@@ -293,14 +292,12 @@ fn lzw_tiles<R: Read + Seek>(
                 packed.len()
             )));
         }
-        // A tile that decodes short leaves zeros, as the `tiff` crate does for strips.
-        tile.fill(0);
-        let out = weezl::decode::Configuration::with_tiff_size_switch(weezl::BitOrder::Msb, 8)
+        let mut tile = weezl::decode::Configuration::with_tiff_size_switch(weezl::BitOrder::Msb, 8)
             .build()
             .decode(&packed)
             .map_err(|e| Error::corrupt(format!("LZW tile {t}: {e}")))?;
-        let n = out.len().min(tile_bytes);
-        tile[..n].copy_from_slice(&out[..n]);
+        // A tile that decodes short is padded with zeros, as the `tiff` crate does for strips.
+        tile.resize(tile_bytes, 0);
         if predictor == 2 {
             for row in tile.chunks_exact_mut(tw * size) {
                 undo_horizontal(row, size);
