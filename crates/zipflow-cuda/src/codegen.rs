@@ -329,6 +329,11 @@ fn check_types(s: &Shape) -> Result<()> {
         }
         Op::Constant => n == 0,
         Op::For | Op::ZigZag => int && n == 1 && child(0) == Some(s.ptype.to_unsigned()),
+        Op::LowBits => {
+            int && n == 2
+                && child(0) == Some(s.ptype.to_unsigned())
+                && child(1) == Some(s.ptype.to_unsigned())
+        }
         Op::Delta | Op::Patch => int && n == 1 && child(0) == Some(s.ptype),
         Op::Rle => int && n == 2 && child(0) == Some(s.ptype) && child(1) == Some(PType::U32),
         Op::Dict => {

@@ -74,7 +74,7 @@ fn int_cases<T: Int>() -> Vec<Vec<T>> {
     cases
 }
 
-/// Plans over `hipatch` and `radix`, which the candidate list holds only in part.
+/// Plans over `hipatch`, `radix` and `lowbits`, which the candidate list holds only in part.
 const PATCHED_AND_RADIX: &[&str] = &[
     "hipatch | bitpack",
     "for | hipatch | bitpack",
@@ -88,6 +88,9 @@ const PATCHED_AND_RADIX: &[&str] = &[
     "for | radix",
     "dict(codes: radix, values: for | bitpack)",
     "zigzag | radix",
+    "lowbits(3)",
+    "lowbits(1, high: for | bitpack, low: plain)",
+    "zigzag | lowbits(5, high: for | bitpack, low: dict(codes: bitpack, values: plain))",
 ];
 
 /// Edge-case streams of floats: decimals, specials, random bits.
@@ -488,6 +491,7 @@ fn every_candidate_plan_matches_the_cpu() -> Result<()> {
                 "alprd(left: plain, right: for | bitpack)",
                 "alprd(left: rle(values: plain, runs: plain), right: plain)",
                 "alprd(left: ans, right: bitpack)",
+                "alprd(right: lowbits(4, high: bitpack, low: dict(codes: bitpack, values: plain)))",
             ] {
                 extra.push(p.parse()?);
             }

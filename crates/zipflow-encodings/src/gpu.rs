@@ -182,6 +182,7 @@ mod tests {
             "constant",
             "patch",
             "hipatch",
+            "lowbits",
             "radix",
             "float2int",
             "alprd",

@@ -21,6 +21,7 @@
 //! [`frame`] (frame of reference), [`zigzag`], [`delta`], [`above`] (differences from the row
 //! above, for images), [`rle`], [`dict`], [`constant`], [`patch`] (patched exceptions),
 //! [`hipatch`] (exceptions that keep their low bits, high bits and positions encoded),
+//! [`lowbits`] (integers cut into high bits and mostly-alike low bits, two streams),
 //! [`radix`] (values below a small base packed as the digits of 32-bit numbers),
 //! [`float2int`], [`alprd`] (float bits split: a few distinct high parts, packed low bits),
 //! [`ans`] (interleaved rANS entropy coder),
@@ -56,6 +57,7 @@ pub mod frame;
 pub mod fsst;
 pub mod gpu;
 pub mod hipatch;
+pub mod lowbits;
 mod memo;
 pub mod node;
 pub mod patch;
@@ -245,6 +247,7 @@ static ENCODINGS: &[&dyn Encoding] = &[
     &above::Above,
     &patch::Patch,
     &hipatch::HiPatch,
+    &lowbits::LowBits,
     &blockpack::BlockPack,
     &rle::Rle,
     &dict::Dict,

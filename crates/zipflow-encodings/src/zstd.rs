@@ -11,6 +11,8 @@
 //! Node: meta = `[level: i8]`; buffer 0 = the frame, which holds exactly `len * width`
 //! bytes; no children.
 
+use std::cell::RefCell;
+
 use crate::node::{EncodedNode, NodeView};
 use crate::{Encoding, Scratch, Slot};
 use zipflow_core::{Error, PType, Plan, Result, Values, match_ints};
@@ -61,6 +63,41 @@ fn level(plan: &Plan) -> Result<i32> {
     }
 }
 
+thread_local! {
+    // One compression and one decompression context per thread, reused: creating a context
+    // allocates and clears hundreds of KB, which costs more than a small frame's (de)coding,
+    // and a search compresses a sample once per candidate.
+    static COMPRESSOR: RefCell<Option<::zstd::bulk::Compressor<'static>>> =
+        const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<::zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+/// `data` as one frame at `level`, with this thread's context.
+fn compress(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+    COMPRESSOR.with_borrow_mut(|c| {
+        let c = match c {
+            Some(c) => {
+                c.set_compression_level(level)?;
+                c
+            }
+            None => c.insert(::zstd::bulk::Compressor::new(level)?),
+        };
+        c.compress(data)
+    })
+}
+
+/// Decompresses `frame` into `out`, with this thread's context; returns the bytes written.
+fn decompress_to(frame: &[u8], out: &mut [u8]) -> std::io::Result<usize> {
+    DECOMPRESSOR.with_borrow_mut(|d| {
+        let d = match d {
+            Some(d) => d,
+            None => d.insert(::zstd::bulk::Decompressor::new()?),
+        };
+        d.decompress_to_buffer(frame, out)
+    })
+}
+
 /// The values' little-endian bytes.
 fn raw_bytes(input: &Values) -> &[u8] {
     match input {
@@ -97,7 +134,7 @@ impl Encoding for Zstd {
             ));
         }
         let level = level(plan)?;
-        let frame = ::zstd::bulk::compress(raw_bytes(input), level)
+        let frame = compress(raw_bytes(input), level)
             .map_err(|e| Error::external("zstd compression", e))?;
         let mut node = EncodedNode::new(ID, input.ptype(), input.len())?;
         node.meta = vec![level as i8 as u8];
@@ -120,7 +157,7 @@ impl Encoding for Zstd {
             crate::resize_for_overwrite(o, n, T::default());
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(o.as_mut_slice());
             let want = bytes.len();
-            let got = ::zstd::bulk::decompress_to_buffer(frame, bytes).map_err(corrupt)?;
+            let got = decompress_to(frame, bytes).map_err(corrupt)?;
             if got != want {
                 return Err(Error::corrupt(format!(
                     "zstd frame holds {got} bytes, {want} expected"

@@ -51,25 +51,37 @@ pub fn expand(values: &mut Values, validity: &Validity) -> Result<()> {
             values.len()
         )));
     }
-    // Backwards, each valid value moves to its row, then forwards each null slot takes the
-    // value before it. Both without branches, since nulls scattered at random would defeat
-    // the branch predictor: after row i the values still to move are those before `k`, the
-    // valid rows before i, so a null row i (at or past `k`) may be written with anything.
+    // One pass backwards, in place: row i takes the last valid value at or before it, which
+    // is value k - 1 for k the valid rows in 0..=i (k - 1 <= i, so it has not moved yet). A
+    // null row thus repeats the value before it. Blocks of rows all valid (the usual case)
+    // or all null are one copy or one fill; the rest go row by row without branches, since
+    // nulls scattered at random would defeat the branch predictor.
     fn place<T: Copy + Default>(v: &mut Vec<T>, validity: &[bool]) {
+        const BLOCK: usize = 64;
         let mut k = v.len();
         v.resize(validity.len(), T::default());
-        for (i, &ok) in validity.iter().enumerate().rev() {
-            k -= usize::from(ok);
-            v[i] = v[k];
-        }
-        // By index, so that the choice is one of two integers (floats would branch).
         let first = validity.iter().position(|&ok| ok).unwrap_or(validity.len());
-        v[..first].fill(T::default());
-        let mut last = first;
-        for i in first..v.len() {
-            last = if validity[i] { i } else { last };
-            v[i] = v[last];
+        let mut end = validity.len();
+        while end > first {
+            let start = end.saturating_sub(BLOCK).max(first);
+            let block = &validity[start..end];
+            let valid = block.iter().filter(|&&ok| ok).count();
+            if valid == block.len() {
+                v.copy_within(k - valid..k, start);
+            } else if valid == 0 {
+                let last = v[k - 1];
+                v[start..end].fill(last);
+            } else {
+                let mut j = k;
+                for i in (start..end).rev() {
+                    v[i] = v[j - 1];
+                    j -= usize::from(validity[i]);
+                }
+            }
+            k -= valid;
+            end = start;
         }
+        v[..first].fill(T::default());
     }
     match values {
         Values::Int(v) => match_ints!(v, T, x => place(x, validity)),
@@ -137,5 +149,35 @@ mod tests {
         let mut none = Values::F32(vec![]);
         assert!(expand(&mut none, &vec![false; 4]).is_ok());
         assert!(none.bit_eq(&Values::F32(vec![0.0; 4])));
+    }
+
+    proptest::proptest! {
+        /// Against the plain rule (each row the last valid value at or before it, zero
+        /// before the first), on validity made of runs so that whole blocks are all valid,
+        /// all null or mixed.
+        #[test]
+        fn expand_places_each_value_as_the_plain_rule_does(
+            runs in proptest::collection::vec((proptest::bool::ANY, 1usize..200), 0..20),
+            mixed in proptest::collection::vec(proptest::bool::ANY, 0..300),
+        ) {
+            let mut validity: Vec<bool> = runs
+                .iter()
+                .flat_map(|&(ok, n)| std::iter::repeat_n(ok, n))
+                .collect();
+            validity.extend(&mixed);
+            let valid = validity.iter().filter(|&&ok| ok).count();
+            let values: Vec<i64> = (1..=valid as i64).collect();
+            let mut want = Vec::with_capacity(validity.len());
+            let (mut last, mut next) = (0, values.iter());
+            for &ok in &validity {
+                if ok {
+                    last = *next.next().unwrap_or(&0);
+                }
+                want.push(last);
+            }
+            let mut got = Values::Int(IntVec::I64(values));
+            expand(&mut got, &validity).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            proptest::prop_assert!(got.bit_eq(&Values::Int(IntVec::I64(want))));
+        }
     }
 }

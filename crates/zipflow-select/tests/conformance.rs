@@ -42,6 +42,9 @@ const EXTRA_INT_PLANS: &[&str] = &[
     "above(1)",
     "above(37) | delta | zigzag | ans",
     "above(1000) | for | bitpack",
+    "lowbits(1)",
+    "lowbits(3, high: for | bitpack, low: dict(codes: bitpack, values: plain))",
+    "zigzag | lowbits(2, high: delta | zigzag | bitpack, low: rle)",
 ];
 
 /// Text plans, run on every u8 stream (any bytes are valid text).
@@ -80,6 +83,7 @@ const EXTRA_FLOAT_PLANS: &[&str] = &[
     "alprd",
     "alprd(left: rle(values: plain, runs: plain), right: for | bitpack)",
     "alprd(left: ans, right: plain)",
+    "alprd(right: lowbits(6, high: bitpack, low: dict(codes: ans, values: plain)))",
 ];
 
 fn plans_for(ptype: PType) -> Vec<Plan> {

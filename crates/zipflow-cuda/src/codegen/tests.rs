@@ -235,6 +235,7 @@ fn every_primitive_has_its_code_path() {
             "__longlong_as_double((long long)x)",
         ),
         ("alprd", f, "__longlong_as_double((long long)bits)"),
+        ("lowbits(12)", ints(), "& ((1ull << s) - 1ull)"),
     ];
     for (plan, values, needle) in cases {
         let k = generate(&shape_of(plan, &values)).unwrap_or_else(|e| panic!("{plan}: {e}"));

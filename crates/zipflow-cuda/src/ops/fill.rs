@@ -3,7 +3,7 @@
 
 use super::{
     Op, alprd, ans, bitpack, blockpack, chars, constant, delta, dict, float2int, frame, fsst,
-    hipatch, patch, plain, radix, rle, strdict, words, zigzag,
+    hipatch, lowbits, patch, plain, radix, rle, strdict, words, zigzag,
 };
 use crate::codegen::Kernel;
 use zipflow_core::{Error, PType, Result};
@@ -77,6 +77,7 @@ impl Filler<'_> {
             Op::Constant => constant::fill(self, node, b)?,
             Op::Patch => patch::fill(self, node, b)?,
             Op::HiPatch => hipatch::fill(self, node, b)?,
+            Op::LowBits => lowbits::fill(self, node, b)?,
             Op::Radix => radix::fill(self, node, slots)?,
             Op::FloatToInt => float2int::fill(self, node, b)?,
             Op::AlpRd => alprd::fill(self, node, b)?,

@@ -21,6 +21,7 @@ mod float2int;
 mod frame;
 mod fsst;
 mod hipatch;
+mod lowbits;
 mod patch;
 mod plain;
 mod radix;
@@ -79,6 +80,8 @@ pub enum Op {
     Patch,
     /// `hipatch`: exceptions whose high bits are ORed over their low bits.
     HiPatch,
+    /// `lowbits`: integers joined from their high bits and their low bits.
+    LowBits,
     /// `radix`: values below a small base packed as the digits of `k`-bit numbers.
     Radix,
     /// `float2int`: decimal scaling with exceptions.
@@ -117,6 +120,7 @@ impl Op {
             zipflow_encodings::constant::ID => Op::Constant,
             zipflow_encodings::patch::ID => Op::Patch,
             zipflow_encodings::hipatch::ID => Op::HiPatch,
+            zipflow_encodings::lowbits::ID => Op::LowBits,
             zipflow_encodings::radix::ID => Op::Radix,
             zipflow_encodings::float2int::ID => Op::FloatToInt,
             zipflow_encodings::alprd::ID => Op::AlpRd,
@@ -150,6 +154,7 @@ impl Op {
             Op::Constant => "constant",
             Op::Patch => "patch",
             Op::HiPatch => "hipatch",
+            Op::LowBits => "lowbits",
             Op::Radix => "radix",
             Op::FloatToInt => "float2int",
             Op::AlpRd => "alprd",
@@ -207,6 +212,7 @@ impl Op {
             Op::Constant => constant::SLOTS,
             Op::Patch => patch::SLOTS,
             Op::HiPatch => hipatch::SLOTS,
+            Op::LowBits => lowbits::SLOTS,
             Op::Radix => radix::SLOTS,
             Op::FloatToInt => float2int::SLOTS,
             Op::AlpRd => alprd::SLOTS,
@@ -240,6 +246,7 @@ pub(crate) fn value(g: &mut Gen<'_>, k: usize) -> Result<String> {
         Op::For => frame::value(g, k),
         Op::ZigZag => zigzag::value(g, k),
         Op::AlpRd => alprd::value(g, k),
+        Op::LowBits => lowbits::value(g, k),
         Op::Radix => radix::value(g, k),
         Op::Constant => constant::value(g, k),
         Op::Dict => dict::value(g, k),

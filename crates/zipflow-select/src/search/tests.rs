@@ -201,11 +201,11 @@ fn string_cascade_matches_exhaustive_search() {
 #[test]
 fn space_sizes_and_depths() {
     assert_eq!(int_plans(1).len(), 3);
-    // 3 leaves, 5 one-slot primitives over 3, 2 two-slot primitives over 3 x 3, and
+    // 3 leaves, 5 one-slot primitives over 3, 3 two-slot primitives over 3 x 3, and
     // `hipatch` over 3 with `bitpack` side streams.
-    assert_eq!(int_plans(2).len(), 3 + 5 * 3 + 2 * 9 + 3);
+    assert_eq!(int_plans(2).len(), 3 + 5 * 3 + 3 * 9 + 3);
     let three = int_plans(3);
-    assert_eq!(three.len(), 3 + 5 * 39 + 2 * 39 * 39 + 39);
+    assert_eq!(three.len(), 3 + 5 * 48 + 3 * 48 * 48 + 48);
     assert!(three.iter().all(|p| depth(p) <= 3));
     let p: Plan = "rle".parse().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(depth(&expanded(&p)), 3);
