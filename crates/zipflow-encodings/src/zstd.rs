@@ -73,8 +73,8 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
-/// `data` as one frame at `level`, with this thread's context.
-fn compress(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+/// `data` as one frame at `level` (stating its size), with this thread's context.
+pub fn compress(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     COMPRESSOR.with_borrow_mut(|c| {
         let c = match c {
             Some(c) => {
@@ -88,7 +88,7 @@ fn compress(data: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
 }
 
 /// Decompresses `frame` into `out`, with this thread's context; returns the bytes written.
-fn decompress_to(frame: &[u8], out: &mut [u8]) -> std::io::Result<usize> {
+pub fn decompress_to(frame: &[u8], out: &mut [u8]) -> std::io::Result<usize> {
     DECOMPRESSOR.with_borrow_mut(|d| {
         let d = match d {
             Some(d) => d,
@@ -96,6 +96,14 @@ fn decompress_to(frame: &[u8], out: &mut [u8]) -> std::io::Result<usize> {
         };
         d.decompress_to_buffer(frame, out)
     })
+}
+
+/// The decompressed size a frame states in its header; `None` where it states none or is no
+/// frame.
+pub fn frame_size(frame: &[u8]) -> Option<u64> {
+    ::zstd::zstd_safe::get_frame_content_size(frame)
+        .ok()
+        .flatten()
 }
 
 /// The values' little-endian bytes.

@@ -170,21 +170,41 @@ fn random_bytes_are_errors() {
     }
 }
 
-/// Damage inside the footer with its checksum recomputed: the index checks must catch what
-/// matters, and nothing may panic.
+/// `bytes` with its footer replaced by `footer` (stored bytes) and the trailer to match.
+fn with_footer(bytes: &[u8], footer: &[u8]) -> Vec<u8> {
+    let n = bytes.len();
+    let footer_len = u64::from_le_bytes(bytes[n - 24..n - 16].try_into().unwrap()) as usize;
+    let mut out = bytes[..n - TRAILER_LEN - footer_len].to_vec();
+    out.extend_from_slice(footer);
+    out.extend_from_slice(&(footer.len() as u64).to_le_bytes());
+    out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(footer).to_le_bytes());
+    out.extend_from_slice(b"ZFEND001");
+    out
+}
+
+/// The footer layout of `bytes` (this build's file: a Zstandard frame).
+fn footer_layout(bytes: &[u8]) -> Vec<u8> {
+    let n = bytes.len();
+    let footer_len = u64::from_le_bytes(bytes[n - 24..n - 16].try_into().unwrap()) as usize;
+    zstd::bulk::decompress(
+        &bytes[n - TRAILER_LEN - footer_len..n - TRAILER_LEN],
+        1 << 24,
+    )
+    .unwrap()
+}
+
+/// Damage inside the footer's layout, stored and checksummed again: the index checks must
+/// catch what matters, and nothing may panic.
 #[test]
 fn crafted_footers_never_panic() {
     let (bytes, good) = sample();
-    let n = bytes.len();
-    let footer_len = u64::from_le_bytes(bytes[n - 24..n - 16].try_into().unwrap()) as usize;
-    let footer_start = n - TRAILER_LEN - footer_len;
+    let layout = footer_layout(&bytes);
     let mut rng = common::Rng(5);
-    for pos in footer_start..n - TRAILER_LEN {
+    for pos in 0..layout.len() {
         for _ in 0..2 {
-            let mut damaged = bytes.clone();
-            damaged[pos] ^= 1 << rng.below(8);
-            let sum = xxhash_rust::xxh3::xxh3_64(&damaged[footer_start..n - TRAILER_LEN]);
-            damaged[n - 16..n - 8].copy_from_slice(&sum.to_le_bytes());
+            let mut crafted = layout.clone();
+            crafted[pos] ^= 1 << rng.below(8);
+            let damaged = with_footer(&bytes, &zstd::bulk::compress(&crafted, 3).unwrap());
             let result = std::panic::catch_unwind(|| read(&damaged));
             match result {
                 Err(_) => panic!("crafted footer (byte {pos}) panicked"),
@@ -201,28 +221,64 @@ fn crafted_footers_never_panic() {
     }
 }
 
-/// A file of format version 1 (the same bytes: none of its chunks needs what version 2 added,
-/// and each chunk tells by its trees whether it stores its null slots)
-/// still reads.
+/// `bytes` (this build's file) relabelled as format `version`, its footer stored as that
+/// version stores it: the layout as it is before version 4, one Zstandard frame from then on.
+fn as_version(bytes: &[u8], version: u16) -> Vec<u8> {
+    let mut layout = footer_layout(bytes);
+    layout[..2].copy_from_slice(&version.to_le_bytes());
+    let footer = if version >= zipflow_format::file::COMPRESSED_FOOTER {
+        zstd::bulk::compress(&layout, 3).unwrap()
+    } else {
+        layout
+    };
+    let mut out = with_footer(bytes, &footer);
+    out[8..10].copy_from_slice(&version.to_le_bytes());
+    out
+}
+
+/// Files of format versions 1 to 3 (the same chunks: none of them needs what a later version
+/// added, and each chunk tells by its trees whether it stores its null slots; the footer
+/// uncompressed) still read.
 #[test]
-fn version_1_still_reads() {
-    let (mut bytes, batches) = sample();
-    let n = bytes.len();
-    let footer_len = u64::from_le_bytes(
-        bytes[n - TRAILER_LEN..n - TRAILER_LEN + 8]
-            .try_into()
-            .unwrap(),
+fn older_versions_still_read() {
+    let (bytes, batches) = sample();
+    for version in 1..zipflow_format::file::VERSION {
+        let old = as_version(&bytes, version);
+        assert_eq!(read(&old).unwrap(), batches, "version {version}");
+        // The footer's version must match the header's.
+        let mut other = old.clone();
+        other[8] = version as u8 + 1;
+        let msg = read(&other).unwrap_err().to_string();
+        assert!(
+            msg.contains(&format!("footer says format version {version}"))
+                || msg.contains("footer: "),
+            "{msg}"
+        );
+    }
+}
+
+/// A compressed footer that lies about its size, or is not a Zstandard frame, is an error
+/// naming the footer, with nothing allocated for the claimed size.
+#[test]
+fn a_compressed_footer_that_lies_is_an_error() {
+    let (bytes, _) = sample();
+    let reframe = |footer: Vec<u8>| with_footer(&bytes, &footer);
+    // The layout itself, not compressed.
+    let layout = footer_layout(&bytes);
+    let msg = read(&reframe(layout.clone())).unwrap_err().to_string();
+    assert!(msg.contains("footer: not a Zstandard frame"), "{msg}");
+    // A bomb: 64 MiB of zeros in a few KB.
+    let bomb = zstd::bulk::compress(&vec![0u8; 64 << 20], 3).unwrap();
+    let msg = read(&reframe(bomb)).unwrap_err().to_string();
+    assert!(
+        msg.contains("footer: its frame claims 67108864 bytes"),
+        "{msg}"
     );
-    let footer_start = n - TRAILER_LEN - footer_len as usize;
-    bytes[8] = 1;
-    bytes[footer_start] = 1;
-    let sum = xxhash_rust::xxh3::xxh3_64(&bytes[footer_start..n - TRAILER_LEN]);
-    bytes[n - TRAILER_LEN + 8..n - TRAILER_LEN + 16].copy_from_slice(&sum.to_le_bytes());
-    assert_eq!(read(&bytes).unwrap(), batches);
-    // The footer's version must match the header's.
-    bytes[8] = 2;
-    let msg = read(&bytes).unwrap_err().to_string();
-    assert!(msg.contains("footer says format version 1"), "{msg}");
+    // A frame cut short.
+    let mut frame = zstd::bulk::compress(&layout, 3).unwrap();
+    frame.truncate(frame.len() - 3);
+    let msg = read(&reframe(frame)).unwrap_err().to_string();
+    assert!(msg.contains("footer: Zstandard frame"), "{msg}");
 }
 
 #[test]

@@ -185,11 +185,15 @@ fn golden_files_read_back_bit_for_bit() {
         if missing("strings_nulls_v3.zf") {
             write_table(&golden("strings_nulls_v3.zf"), &strings_with_nulls());
         }
+        if missing("numeric_v4.zf") {
+            write_table(&golden("numeric_v4.zf"), &numeric());
+        }
     }
     for (name, version, want) in [
         ("numeric.zf", 2, numeric()),
         ("strings_nulls.zf", 2, strings_with_nulls()),
         ("strings_nulls_v3.zf", 3, strings_with_nulls()),
+        ("numeric_v4.zf", 4, numeric()),
     ] {
         let path = golden(name);
         let bytes = std::fs::read(&path).unwrap();
