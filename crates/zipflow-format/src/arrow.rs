@@ -579,6 +579,92 @@ pub fn dict_view_array(
     })
 }
 
+/// A string or binary array with offsets of type `O` straight from a `strdict` node
+/// (checked by `zipflow_encodings::strdict::View::parse`, which gives its row `index`) and
+/// its decoded dictionary: the dictionary is checked once (UTF-8, and every entry starting on
+/// a character boundary), then the rows are gathered by code
+/// ([`zipflow_encodings::strdict::gather`]). Rows made of whole checked entries are valid
+/// UTF-8 with every offset on a character boundary, so the rows' bytes are not validated
+/// again, as a generic string column's are. The row index, if any, is checked against the
+/// rows' lengths.
+pub fn dict_string_array<O: OffsetSizeTrait>(
+    name: &str,
+    node: &NodeView<'_>,
+    index: Option<RowIndex<'_>>,
+    dict: ByteStrings,
+    utf8: bool,
+    scratch: &mut Scratch,
+) -> Result<ArrayRef> {
+    let bad = |what: &str| Error::corrupt(format!("column `{name}`: {what}"));
+    let ends_ok = dict.offsets.first() == Some(&0)
+        && dict.offsets.last() == Some(&(dict.data.len() as u64))
+        && dict.offsets.windows(2).all(|w| w[0] <= w[1]);
+    if !ends_ok {
+        return Err(bad("dictionary offsets run backwards or past the data"));
+    }
+    if utf8 {
+        let text =
+            std::str::from_utf8(&dict.data).map_err(|_| bad("strings are not valid UTF-8"))?;
+        if !dict
+            .offsets
+            .iter()
+            .all(|&o| text.is_char_boundary(o as usize))
+        {
+            return Err(bad("a dictionary string splits a UTF-8 character"));
+        }
+    }
+    let codes = scratch.decode(&node.children[0])?;
+    let mut rows = match scratch.take(PType::Bytes) {
+        Values::Bytes(b) => b,
+        other => {
+            scratch.give(other);
+            ByteStrings::default()
+        }
+    };
+    let gathered = match &codes {
+        Values::Int(IntVec::U32(c)) if c.len() == node.len => {
+            zipflow_encodings::strdict::gather(c, &dict, &mut rows)
+        }
+        _ => Err(bad("string codes of the wrong type or count")),
+    };
+    scratch.give(codes);
+    scratch.give(Values::Bytes(dict));
+    gathered?;
+    if let Some(index) = index {
+        let lengths = rows.offsets.windows(2).map(|w| w[1] - w[0]);
+        index.verify_lengths("strdict", lengths)?;
+    }
+    let total = rows.data.len();
+    if O::from_usize(total).is_none() {
+        return Err(Error::unsupported(format!(
+            "column `{name}`: a chunk of more than 2 GiB of string data needs a Large type"
+        )));
+    }
+    // `gather` wrote offsets from 0, never decreasing, ending at the data's length, which
+    // fits `O`: narrowing each is exact.
+    let offsets: Vec<O> = rows
+        .offsets
+        .iter()
+        .map(|&o| O::usize_as(o as usize))
+        .collect();
+    let data = Buffer::from_vec(std::mem::take(&mut rows.data));
+    scratch.give(Values::Bytes(rows));
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    // SAFETY: the offsets start at 0, never decrease and end at the data's length (built so
+    // by `gather`); for UTF-8 every row is whole dictionary entries, the dictionary valid
+    // UTF-8 with every entry starting on a character boundary (checked above), so the data
+    // is valid UTF-8 and every offset lies on a character boundary.
+    Ok(unsafe {
+        if utf8 {
+            Arc::new(GenericStringArray::<O>::new_unchecked(offsets, data, None)) as ArrayRef
+        } else {
+            Arc::new(GenericByteArray::<GenericBinaryType<O>>::new_unchecked(
+                offsets, data, None,
+            )) as ArrayRef
+        }
+    })
+}
+
 /// A `Decimal128` array from the values tree of a chunk of scaled `i64` integers without nulls:
 /// the integers stream a vector at a time into the 16-byte output, written into `wide`
 /// (emptied first; its capacity is reused).
@@ -1143,5 +1229,53 @@ mod tests {
             e.contains("column `x`: type Float16 is not supported"),
             "{e}"
         );
+    }
+
+    /// `dict_string_array` over `strings` encoded as `strdict`: as `utf8` or binary, with
+    /// `O` offsets.
+    fn dict_strings<O: OffsetSizeTrait>(strings: &[&[u8]], utf8: bool) -> Result<ArrayRef> {
+        let mut b = ByteStrings::default();
+        b.offsets.push(0);
+        for s in strings {
+            b.data.extend_from_slice(s);
+            b.offsets.push(b.data.len() as u64);
+        }
+        let plan: zipflow_core::Plan = "strdict"
+            .parse()
+            .map_err(|e| Error::invalid(format!("{e}")))?;
+        let bytes = zipflow_encodings::encode(&plan, &Values::Bytes(b))?.to_bytes()?;
+        let node = NodeView::parse(&bytes)?;
+        let index = zipflow_encodings::strdict::View::parse(&node)?.index;
+        let mut scratch = Scratch::default();
+        let Values::Bytes(dict) = scratch.decode(&node.children[1])? else {
+            return Err(Error::corrupt("not bytes"));
+        };
+        dict_string_array::<O>("s", &node, index, dict, utf8, &mut scratch)
+    }
+
+    #[test]
+    fn strings_from_a_dictionary_equal_the_rows() -> Result<()> {
+        let rows: Vec<&[u8]> = (0..5000)
+            .map(|i| ["", "héllo", "a", "wörld, longer than sixteen bytes"][i % 4].as_bytes())
+            .collect();
+        let a = dict_strings::<i32>(&rows, true)?;
+        let want = StringArray::from_iter_values(
+            rows.iter().map(|r| std::str::from_utf8(r).unwrap_or("")),
+        );
+        assert_eq!(a.as_ref(), &want as &dyn Array);
+        let large = dict_strings::<i64>(&rows, false)?;
+        let want = arrow::array::LargeBinaryArray::from_iter_values(rows.iter().copied());
+        assert_eq!(large.as_ref(), &want as &dyn Array);
+        Ok(())
+    }
+
+    #[test]
+    fn a_dictionary_that_is_not_utf8_is_an_error_for_strings() -> Result<()> {
+        let rows: Vec<&[u8]> = vec![b"ok", b"\xff\xfe", b"ok"];
+        let e = dict_strings::<i32>(&rows, true).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("not valid UTF-8"), "{e}");
+        // As binary the same bytes are fine.
+        assert_eq!(dict_strings::<i32>(&rows, false)?.len(), 3);
+        Ok(())
     }
 }

@@ -545,11 +545,11 @@ impl ZfFile {
     }
 
     /// The streaming fast paths for chunks without nulls, the values tree (in `payload`)
-    /// parsed once: a
-    /// string-view column whose chunk is `strdict` (views gathered from the dictionary's as
-    /// the codes stream, the dictionary as the data buffer) or `words` (views built as the
-    /// tokens expand), and a `Decimal128` column (the scaled integers widened a vector at a
-    /// time). `reuse` offers recycled view and decimal buffers. `None` when the chunk does not
+    /// parsed once: a string-view column whose chunk is `strdict` (views gathered from the
+    /// dictionary's as the codes stream, the dictionary as the data buffer) or `words` (views
+    /// built as the tokens expand), a string or binary column whose chunk is `strdict` (the
+    /// dictionary checked once, the rows not validated again), and a `Decimal128` column (the
+    /// scaled integers widened a vector at a time). `reuse` offers recycled view and decimal buffers. `None` when the chunk does not
     /// qualify.
     #[allow(clippy::type_complexity)]
     fn try_streamed(
@@ -567,8 +567,8 @@ impl ZfFile {
         };
         let dt = field.data_type();
         let utf8 = match dt {
-            DataType::Utf8View => true,
-            DataType::BinaryView => false,
+            DataType::Utf8View | DataType::Utf8 | DataType::LargeUtf8 => true,
+            DataType::BinaryView | DataType::Binary | DataType::LargeBinary => false,
             DataType::Decimal128(..) if column.column_type.ptype() == PType::I64 => false,
             _ => return Ok(None),
         };
@@ -584,6 +584,17 @@ impl ZfFile {
             DataType::Decimal128(precision, scale) => {
                 let wide = wide.and_then(|b| b.pop()).unwrap_or_default();
                 crate::arrow::wide_decimal_array(name, &node, precision, scale, scratch, wide)
+            }
+            DataType::Utf8 | DataType::Binary if node.id == zipflow_encodings::strdict::ID => {
+                dict_strings::<i32>(name, &node, utf8, scratch)
+            }
+            DataType::LargeUtf8 | DataType::LargeBinary
+                if node.id == zipflow_encodings::strdict::ID =>
+            {
+                dict_strings::<i64>(name, &node, utf8, scratch)
+            }
+            DataType::Utf8 | DataType::Binary | DataType::LargeUtf8 | DataType::LargeBinary => {
+                return Ok(None);
             }
             _ if node.id == zipflow_encodings::strdict::ID => {
                 let views = views.and_then(|v| v.pop()).unwrap_or_default();
@@ -646,6 +657,25 @@ fn dict_views(
         }
     };
     crate::arrow::dict_view_array(name, node, index, dict, utf8, views, scratch)
+}
+
+/// A string or binary array from a `strdict` node: the dictionary decoded and checked once,
+/// the rows gathered by code (see [`crate::arrow::dict_string_array`]).
+fn dict_strings<O: arrow::array::OffsetSizeTrait>(
+    name: &str,
+    node: &NodeView<'_>,
+    utf8: bool,
+    scratch: &mut Scratch,
+) -> Result<ArrayRef> {
+    let index = zipflow_encodings::strdict::View::parse(node)?.index;
+    let dict = match scratch.decode(&node.children[1])? {
+        Values::Bytes(d) => d,
+        other => {
+            scratch.give(other);
+            return Err(Error::corrupt("strdict children have the wrong types"));
+        }
+    };
+    crate::arrow::dict_string_array::<O>(name, node, index, dict, utf8, scratch)
 }
 
 /// A view array from a `words` node over strings, each view built as its string's tokens
