@@ -1272,7 +1272,9 @@ mod tests {
     #[test]
     fn a_dictionary_that_is_not_utf8_is_an_error_for_strings() -> Result<()> {
         let rows: Vec<&[u8]> = vec![b"ok", b"\xff\xfe", b"ok"];
-        let e = dict_strings::<i32>(&rows, true).map(|_| ()).unwrap_err();
+        let Err(e) = dict_strings::<i32>(&rows, true) else {
+            return Err(Error::invalid("invalid UTF-8 read as strings"));
+        };
         assert!(e.to_string().contains("not valid UTF-8"), "{e}");
         // As binary the same bytes are fine.
         assert_eq!(dict_strings::<i32>(&rows, false)?.len(), 3);
