@@ -866,9 +866,8 @@ pub fn reseal(bytes: &[u8]) -> Option<Vec<u8>> {
         let body_end = out.len() - TRAILER_LEN;
         out[body_end..body_end + 8].copy_from_slice(&(new.len() as u64).to_le_bytes());
     }
+    // The footer still starts at `footer_start`; only its end may have moved.
     let body_end = out.len() - TRAILER_LEN;
-    let footer_start =
-        body_end - u64::from_le_bytes(out[body_end..body_end + 8].try_into().ok()?) as usize;
     let sum = xxh3_64(&out[footer_start..body_end]);
     out[body_end + 8..body_end + 16].copy_from_slice(&sum.to_le_bytes());
     Some(out)
